@@ -1,0 +1,73 @@
+// @ts-check
+import js from '@eslint/js';
+import tseslint from 'typescript-eslint';
+
+/** Packages and Node modules that do I/O: `rules/` is pure and may import none of them. */
+const ioModules = [
+  '@nats-io/*',
+  'ioredis',
+  'express',
+  'prom-client',
+  'node:fs',
+  'node:fs/*',
+  'node:net',
+  'node:http',
+  'node:https',
+  'node:child_process',
+  'node:worker_threads',
+  'fs',
+  'net',
+  'http',
+  'child_process',
+];
+
+export default tseslint.config(
+  { ignores: ['node_modules/**', '.vigil/**', 'coverage/**', 'dist/**'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommended,
+  {
+    languageOptions: {
+      ecmaVersion: 2023,
+      sourceType: 'module',
+      globals: { console: 'readonly', process: 'readonly' },
+    },
+    rules: {
+      'no-restricted-syntax': [
+        'error',
+        { selector: 'TSEnumDeclaration', message: 'Use a const object with `as const`.' },
+        { selector: 'ExportDefaultDeclaration', message: 'Named exports only.' },
+      ],
+      'no-new-func': 'error',
+      'no-eval': 'error',
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+    },
+  },
+  {
+    files: ['rules/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            { group: ioModules, message: 'rules/ does no I/O (DESIGN §2).' },
+            { group: ['**/service/**', '**/control-plane/**', '**/bench/**'], message: 'rules/ imports nothing of ours.' },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    files: ['service/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            { group: ['**/control-plane/**', '**/bench/**'], message: 'Dependencies point one way: rules <- service <- control-plane.' },
+            { group: ['**/rules/*', '!**/rules/index.js'], message: 'Import rules/ through its public index.' },
+          ],
+        },
+      ],
+    },
+  },
+);

@@ -1,0 +1,58 @@
+import type { CompiledRule } from '../compile-rule.js';
+import type { RuleLimits } from '../limits.js';
+import type { ModelRegistry } from '../models.js';
+import type { EventRef } from '../types.js';
+
+/** Keyed state of one rule (lineage) and one key. `op` belongs to the rule's pattern operator. */
+export interface KeyState {
+  /** Event time of the last alert emitted, for `alert.suppressFor`. */
+  sup?: number;
+  op?: unknown;
+}
+
+/** One event as an operator sees it, after the rule's type and `when` filters. */
+export interface OperatorEvent {
+  readonly event: Readonly<Record<string, unknown>>;
+  readonly ref: EventRef;
+  readonly key: string;
+  readonly models: ModelRegistry;
+  /** The event passed the rule's `on` and `when` (for absence: it is a trigger). */
+  readonly trigger: boolean;
+  /** Absence only: the event is one the rule expects (`expect.on` and `expect.when`). */
+  readonly expected: boolean;
+}
+
+/** What an operator may do besides changing its keyed state. */
+export interface OperatorHost {
+  readonly limits: RuleLimits;
+  /** Calls the operator's `onTimer` for this rule lineage and key when the watermark reaches `time`. */
+  schedule(time: number, rule: CompiledRule, key: string): void;
+  /** Emits an alert (subject to suppression); `idParts` makes its id unique and deterministic. */
+  alert(rule: CompiledRule, ks: KeyState, a: AlertDraft): void;
+  /** Reports that the rule could not use this event (the event goes on to other rules). */
+  error(rule: CompiledRule, ref: EventRef, message: string, cause?: unknown): void;
+  /** Reports state dropped because a per-key limit was reached. */
+  overflow(rule: CompiledRule, key: string, dropped: number, limit: string): void;
+}
+
+export interface AlertDraft {
+  readonly key: string;
+  readonly ts: number;
+  readonly events: readonly EventRef[];
+  readonly values: Readonly<Record<string, unknown>>;
+  readonly idParts: string;
+  /** Fields for the title template. */
+  readonly fields: Readonly<Record<string, unknown>>;
+}
+
+/** The fields a rule's title reads, copied from an event so a timer can render the alert later. */
+export function titleFields(rule: CompiledRule, event: Readonly<Record<string, unknown>>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const f of rule.titleFields) {
+    if (Object.hasOwn(event, f)) {
+      const v = event[f];
+      if (v === null || typeof v !== 'object') Object.defineProperty(out, f, { value: v, enumerable: true, writable: true, configurable: true });
+    }
+  }
+  return out;
+}

@@ -1,0 +1,136 @@
+import { evalContext } from '../compile-condition.js';
+import type { CompiledRule, CompiledSequence, CompiledStep } from '../compile-rule.js';
+import type { EventRef } from '../types.js';
+import { titleFields, type KeyState, type OperatorEvent, type OperatorHost } from './host.js';
+
+/**
+ * A partial match: it has matched `c` events of step `i` (and every step before it). `kept`
+ * holds whole events of the steps that later steps refer to (`step:<name>` facts); other steps
+ * keep only their log positions.
+ */
+export interface PartialMatch {
+  start: number;
+  i: number;
+  c: number;
+  refs: EventRef[];
+  kept: Record<string, unknown>;
+}
+
+export interface SequenceState {
+  k: 'q';
+  pm: PartialMatch[];
+  /** Time of the pending clean-up timer, if any. */
+  gc: number | undefined;
+}
+
+function state(ks: KeyState): SequenceState {
+  if ((ks.op as SequenceState | undefined)?.k !== 'q') ks.op = { k: 'q', pm: [], gc: undefined } satisfies SequenceState;
+  return ks.op as SequenceState;
+}
+
+function stepMatches(rule: CompiledRule, step: CompiledStep, e: OperatorEvent, kept: Record<string, unknown>, host: OperatorHost): boolean {
+  if (step.types !== undefined && !step.types.has(e.event.type as string)) return false;
+  if (step.when === undefined) return true;
+  const ctx = evalContext(e.event, e.models);
+  ctx.steps = kept;
+  try {
+    return step.when(ctx);
+  } catch (err) {
+    host.error(rule, e.ref, `step "${step.name}" failed: ${(err as Error).message}`, err);
+    return false;
+  }
+}
+
+function keep(step: CompiledStep, pm: PartialMatch, e: OperatorEvent): void {
+  if (!step.keepEvent) return;
+  Object.defineProperty(pm.kept, step.name, { value: e.event, enumerable: true, writable: true, configurable: true });
+}
+
+function schedule(rule: CompiledRule, p: CompiledSequence, s: SequenceState, key: string, host: OperatorHost): void {
+  const first = s.pm[0];
+  if (first === undefined) {
+    s.gc = undefined;
+    return;
+  }
+  const at = first.start + p.withinMs;
+  if (s.gc === at) return;
+  s.gc = at;
+  host.schedule(at, rule, key);
+}
+
+function complete(rule: CompiledRule, p: CompiledSequence, ks: KeyState, e: OperatorEvent, pm: PartialMatch, host: OperatorHost): void {
+  host.alert(rule, ks, {
+    key: e.key,
+    ts: e.ref.ts,
+    events: pm.refs,
+    values: { steps: p.steps.length, matchedEvents: pm.refs.length, startTs: pm.start, durationMs: e.ref.ts - pm.start },
+    idParts: `q|${pm.refs.map((r) => r.seq).join(',')}`,
+    fields: titleFields(rule, e.event),
+  });
+}
+
+/**
+ * Feeds one event (already past the rule's `on` and `when`) to a sequence rule. Existing partial
+ * matches are tried oldest first; then the event may start a new one. `within` is half-open: an
+ * event at exactly `start + within` no longer matches. After a match, the default
+ * `skip-past-last-event` discards every other partial match of the key (they all began at or
+ * before the match's last event); `no-skip` keeps them.
+ */
+export function sequenceEvent(rule: CompiledRule, p: CompiledSequence, ks: KeyState, e: OperatorEvent, host: OperatorHost): void {
+  const s = state(ks);
+  const ts = e.ref.ts;
+  const last = p.steps.length - 1;
+  const survivors: PartialMatch[] = [];
+  const done: PartialMatch[] = [];
+  for (const pm of s.pm) {
+    if (ts >= pm.start + p.withinMs) continue;
+    const current = p.steps[pm.i] as CompiledStep;
+    const repeat = pm.c < current.times;
+    const target = repeat ? current : p.steps[pm.i + 1];
+    if (target === undefined) continue;
+    if (stepMatches(rule, target, e, pm.kept, host)) {
+      const next: PartialMatch = repeat
+        ? { ...pm, c: pm.c + 1, refs: [...pm.refs, e.ref], kept: { ...pm.kept } }
+        : { ...pm, i: pm.i + 1, c: 1, refs: [...pm.refs, e.ref], kept: { ...pm.kept } };
+      keep(target, next, e);
+      if (next.i === last && next.c === (p.steps[last] as CompiledStep).times) done.push(next);
+      else survivors.push(next);
+    } else if (!target.strict) survivors.push(pm);
+  }
+  const first = p.steps[0] as CompiledStep;
+  if (stepMatches(rule, first, e, {}, host)) {
+    const pm: PartialMatch = { start: ts, i: 0, c: 1, refs: [e.ref], kept: {} };
+    keep(first, pm, e);
+    if (last === 0 && first.times === 1) done.push(pm);
+    else survivors.push(pm);
+  }
+  if (done.length > 0 && p.skipPastLast) {
+    complete(rule, p, ks, e, done[0] as PartialMatch, host);
+    s.pm = [];
+  } else {
+    for (const m of done) complete(rule, p, ks, e, m, host);
+    s.pm = survivors; // still in start order: existing matches kept their order, a new one starts now
+
+  }
+  const max = host.limits.maxPendingPerKey;
+  if (s.pm.length > max) {
+    const drop = s.pm.length - max;
+    s.pm.splice(0, drop);
+    host.overflow(rule, e.key, drop, 'maxPendingPerKey');
+  }
+  schedule(rule, p, s, e.key, host);
+}
+
+/** The clean-up timer: drops partial matches whose `within` has run out. */
+export function sequenceTimer(rule: CompiledRule, p: CompiledSequence, ks: KeyState, key: string, time: number, host: OperatorHost): void {
+  const s = ks.op as SequenceState | undefined;
+  if (s?.k !== 'q' || s.gc !== time) return;
+  s.pm = s.pm.filter((pm) => pm.start + p.withinMs > time);
+  s.gc = undefined;
+  schedule(rule, p, s, key, host);
+}
+
+export function sequenceIdle(ks: KeyState): boolean {
+  const s = ks.op as SequenceState | undefined;
+  return s === undefined || s.pm.length === 0;
+}

@@ -1,0 +1,229 @@
+import type { CompiledRule, CompiledThreshold } from '../compile-rule.js';
+import type { EventRef } from '../types.js';
+import { titleFields, type KeyState, type OperatorEvent, type OperatorHost } from './host.js';
+
+/**
+ * Sliding look-back window `[t − window, t]`, evaluated at every event. Entries are kept in
+ * arrival (= event-time) order with a moving head, and every aggregate is maintained
+ * incrementally: sum and count by adding and subtracting, min and max with monotonic deques of
+ * entry positions, distinct with a value→count map. Each event costs amortised O(1), whatever
+ * the number of events in the window.
+ */
+export interface SlidingState {
+  k: 's';
+  /** Head: position of the oldest entry still in the window. */
+  h: number;
+  t: number[];
+  /** Values (numbers for sum/avg/min/max, primitives for distinct); empty for count. */
+  v: unknown[];
+  sum: number;
+  /** Monotonic deques of positions (min: increasing values; max: decreasing). */
+  mn: number[];
+  mx: number[];
+  /** distinct: value → occurrences in the window, keyed by type-tagged value. */
+  d: Map<string, number> | undefined;
+}
+
+/** Tumbling window `[start, start + window)`, closed when the watermark passes its end. */
+export interface TumblingState {
+  k: 't';
+  st: number;
+  n: number;
+  sum: number;
+  min: number;
+  max: number;
+  d: Map<string, number> | undefined;
+  last: EventRef;
+  f: Record<string, unknown>;
+}
+
+function distinctKey(v: unknown): string | undefined {
+  switch (typeof v) {
+    case 'string':
+      return `s${v}`;
+    case 'number':
+      return Number.isFinite(v) ? `n${v}` : undefined;
+    case 'boolean':
+      return `b${v}`;
+    default:
+      return undefined;
+  }
+}
+
+/** Reads the aggregated field; returns an error message when it cannot be used. */
+function readValue(p: CompiledThreshold, event: Readonly<Record<string, unknown>>): { ok: true; value: unknown } | { ok: false; message: string } {
+  if (p.aggregate === 'count') return { ok: true, value: undefined };
+  const field = p.field as string;
+  const v = Object.hasOwn(event, field) ? event[field] : undefined;
+  if (p.aggregate === 'distinct') {
+    return distinctKey(v) === undefined ? { ok: false, message: `field "${field}" must be a string, number or boolean to count distinct values, got ${JSON.stringify(v) ?? 'nothing'}` } : { ok: true, value: v };
+  }
+  return typeof v === 'number' && Number.isFinite(v) ? { ok: true, value: v } : { ok: false, message: `field "${field}" must be a finite number for aggregate "${p.aggregate}", got ${JSON.stringify(v) ?? 'nothing'}` };
+}
+
+function sliding(ks: KeyState): SlidingState {
+  if ((ks.op as SlidingState | undefined)?.k !== 's') ks.op = { k: 's', h: 0, t: [], v: [], sum: 0, mn: [], mx: [], d: undefined } satisfies SlidingState;
+  return ks.op as SlidingState;
+}
+
+function evictHead(s: SlidingState, p: CompiledThreshold): void {
+  const i = s.h;
+  if (p.aggregate === 'sum' || p.aggregate === 'avg') s.sum -= s.v[i] as number;
+  else if (p.aggregate === 'min' && s.mn[0] === i) s.mn.shift();
+  else if (p.aggregate === 'max' && s.mx[0] === i) s.mx.shift();
+  else if (p.aggregate === 'distinct' && s.d) {
+    const key = distinctKey(s.v[i]) as string;
+    const c = (s.d.get(key) ?? 1) - 1;
+    if (c === 0) s.d.delete(key);
+    else s.d.set(key, c);
+  }
+  s.h++;
+}
+
+/** Drops evicted entries from the front of the arrays once they are the larger part. */
+function compact(s: SlidingState): void {
+  if (s.h < 64 || s.h * 2 < s.t.length) return;
+  const h = s.h;
+  s.t.splice(0, h);
+  if (s.v.length > 0) s.v.splice(0, h);
+  for (let i = 0; i < s.mn.length; i++) s.mn[i] = (s.mn[i] as number) - h;
+  for (let i = 0; i < s.mx.length; i++) s.mx[i] = (s.mx[i] as number) - h;
+  s.h = 0;
+}
+
+function slidingAggregate(s: SlidingState, p: CompiledThreshold): number {
+  const n = s.t.length - s.h;
+  switch (p.aggregate) {
+    case 'count':
+      return n;
+    case 'sum':
+      return s.sum;
+    case 'avg':
+      return s.sum / n;
+    case 'min':
+      return s.v[s.mn[0] as number] as number;
+    case 'max':
+      return s.v[s.mx[0] as number] as number;
+    case 'distinct':
+      return s.d?.size ?? 0;
+  }
+}
+
+function onSliding(rule: CompiledRule, p: CompiledThreshold, ks: KeyState, e: OperatorEvent, value: unknown, host: OperatorHost): void {
+  const s = sliding(ks);
+  const ts = e.ref.ts;
+  const i = s.t.length;
+  s.t.push(ts);
+  switch (p.aggregate) {
+    case 'count':
+      break;
+    case 'sum':
+    case 'avg':
+      s.v.push(value);
+      s.sum += value as number;
+      break;
+    case 'min':
+      s.v.push(value);
+      while (s.mn.length > 0 && (s.v[s.mn[s.mn.length - 1] as number] as number) >= (value as number)) s.mn.pop();
+      s.mn.push(i);
+      break;
+    case 'max':
+      s.v.push(value);
+      while (s.mx.length > 0 && (s.v[s.mx[s.mx.length - 1] as number] as number) <= (value as number)) s.mx.pop();
+      s.mx.push(i);
+      break;
+    case 'distinct': {
+      s.v.push(value);
+      const key = distinctKey(value) as string;
+      s.d ??= new Map();
+      s.d.set(key, (s.d.get(key) ?? 0) + 1);
+      break;
+    }
+  }
+  const from = ts - p.windowMs;
+  while (s.h < i && (s.t[s.h] as number) < from) evictHead(s, p);
+  const max = host.limits.maxWindowEntriesPerKey;
+  if (s.t.length - s.h > max) {
+    const drop = s.t.length - s.h - max;
+    for (let k = 0; k < drop; k++) evictHead(s, p);
+    host.overflow(rule, e.key, drop, 'maxWindowEntriesPerKey');
+  }
+  // Restart the running sum whenever the window holds one entry, so rounding cannot drift.
+  if (s.t.length - s.h === 1 && (p.aggregate === 'sum' || p.aggregate === 'avg')) s.sum = s.v[s.h] as number;
+  compact(s);
+  const agg = slidingAggregate(s, p);
+  if (p.compare(agg)) {
+    host.alert(rule, ks, {
+      key: e.key,
+      ts,
+      events: [e.ref],
+      values: { [p.aggregate]: agg, count: s.t.length - s.h, windowStart: from, windowEnd: ts },
+      idParts: `s|${e.ref.seq}`,
+      fields: titleFields(rule, e.event),
+    });
+  }
+}
+
+function closeTumbling(rule: CompiledRule, p: CompiledThreshold, ks: KeyState, key: string, s: TumblingState, host: OperatorHost): void {
+  ks.op = undefined;
+  const agg = p.aggregate === 'count' ? s.n : p.aggregate === 'sum' ? s.sum : p.aggregate === 'avg' ? s.sum / s.n : p.aggregate === 'min' ? s.min : p.aggregate === 'max' ? s.max : (s.d?.size ?? 0);
+  if (!p.compare(agg)) return;
+  const end = s.st + p.windowMs;
+  host.alert(rule, ks, {
+    key,
+    ts: end - 1,
+    events: [s.last],
+    values: { [p.aggregate]: agg, count: s.n, windowStart: s.st, windowEnd: end },
+    idParts: `t|${key}|${s.st}`,
+    fields: s.f,
+  });
+}
+
+function onTumbling(rule: CompiledRule, p: CompiledThreshold, ks: KeyState, e: OperatorEvent, value: unknown, host: OperatorHost): void {
+  const ts = e.ref.ts;
+  const start = Math.floor(ts / p.windowMs) * p.windowMs;
+  let s = ks.op as TumblingState | undefined;
+  // The timer closes each window before any later event; this covers a window whose timer was dropped while the rule was paused.
+  if (s !== undefined && s.k === 't' && s.st !== start) closeTumbling(rule, p, ks, e.key, s, host);
+  s = ks.op as TumblingState | undefined;
+  if (s === undefined || s.k !== 't') {
+    s = { k: 't', st: start, n: 0, sum: 0, min: Infinity, max: -Infinity, d: undefined, last: e.ref, f: {} };
+    ks.op = s;
+    host.schedule(start + p.windowMs - 1, rule, e.key);
+  }
+  s.n++;
+  s.last = e.ref;
+  s.f = titleFields(rule, e.event);
+  if (typeof value === 'number') {
+    s.sum += value;
+    if (value < s.min) s.min = value;
+    if (value > s.max) s.max = value;
+  } else if (p.aggregate === 'distinct') {
+    s.d ??= new Map();
+    const key = distinctKey(value) as string;
+    s.d.set(key, (s.d.get(key) ?? 0) + 1);
+  }
+}
+
+/** Feeds one event to a threshold rule's keyed state. */
+export function thresholdEvent(rule: CompiledRule, p: CompiledThreshold, ks: KeyState, e: OperatorEvent, host: OperatorHost): void {
+  const read = readValue(p, e.event);
+  if (!read.ok) {
+    host.error(rule, e.ref, read.message);
+    return;
+  }
+  if (p.tumbling) onTumbling(rule, p, ks, e, read.value, host);
+  else onSliding(rule, p, ks, e, read.value, host);
+}
+
+/** A threshold timer: closes the tumbling window that ends at `time + 1`. */
+export function thresholdTimer(rule: CompiledRule, p: CompiledThreshold, ks: KeyState, key: string, time: number, host: OperatorHost): void {
+  const s = ks.op as TumblingState | undefined;
+  if (s?.k === 't' && s.st + p.windowMs - 1 === time) closeTumbling(rule, p, ks, key, s, host);
+}
+
+/** True when the key state holds nothing worth keeping. */
+export function thresholdIdle(ks: KeyState): boolean {
+  const s = ks.op as SlidingState | TumblingState | undefined;
+  return s === undefined || (s.k === 's' && s.h >= s.t.length);
+}

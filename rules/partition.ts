@@ -1,0 +1,346 @@
+import { absenceEvent, absenceIdle, absenceTimer } from './cep/absence.js';
+import { Heap } from './cep/heap.js';
+import type { AlertDraft, KeyState, OperatorEvent, OperatorHost } from './cep/host.js';
+import { sequenceEvent, sequenceIdle, sequenceTimer } from './cep/sequence.js';
+import { thresholdEvent, thresholdIdle, thresholdTimer } from './cep/threshold.js';
+import { alertId } from './alert.js';
+import { evalContext, type EvalContext } from './compile-condition.js';
+import { stateId, type CompiledRule } from './compile-rule.js';
+import { RuleEvaluationError } from './errors.js';
+import { parseEvent, type InvalidReason } from './event.js';
+import { DEFAULT_LIMITS, type RuleLimits } from './limits.js';
+import type { RuleSet } from './rule-set.js';
+import type { Alert, EventRef } from './types.js';
+
+/** One record of a partition's log, in log order. */
+export type PartitionRecord =
+  /** An event; `data` is the payload (bytes, text, or an already parsed object). */
+  | { readonly kind: 'event'; readonly seq: number; readonly key: string; readonly data: unknown; readonly publishTs: number }
+  /** An epoch marker: from here on, `ruleSet` (the rules after `CONTROL` sequence `ruleSet.controlSeq`) is in force. */
+  | { readonly kind: 'marker'; readonly seq: number; readonly ruleSet: RuleSet }
+  /** A time tick for an idle partition: no event older than `ts − outOfOrderMs` will come. */
+  | { readonly kind: 'tick'; readonly seq: number; readonly ts: number };
+
+export interface PartitionOptions {
+  readonly partition: number;
+  /** Bounded out-of-orderness: events may arrive up to this much behind the newest one. Default 0. */
+  readonly outOfOrderMs?: number;
+  readonly limits?: RuleLimits;
+}
+
+export interface LateEvent { readonly seq: number; readonly ts: number; readonly watermark: number }
+export interface InvalidEvent { readonly seq: number; readonly reason: InvalidReason; readonly message: string }
+export interface RuleError { readonly seq: number; readonly ruleId: string; readonly error: RuleEvaluationError }
+export interface Overflow { readonly ruleId: string; readonly key: string; readonly dropped: number; readonly limit: string }
+
+/** What one record produced. Nothing is dropped silently: every event is judged, late, or invalid. */
+export interface ProcessResult {
+  readonly alerts: Alert[];
+  readonly late: LateEvent[];
+  readonly invalid: InvalidEvent[];
+  readonly errors: RuleError[];
+  readonly overflows: Overflow[];
+  /** Alerts held back by `alert.suppressFor`. */
+  suppressed: number;
+  /** The control sequence a marker brought into force. */
+  applied: number | undefined;
+}
+
+/** A rule a buffered event must still meet, decided at arrival under the rule set then in force. */
+export interface Hit {
+  readonly rule: CompiledRule;
+  readonly key: string;
+  readonly trigger: boolean;
+  readonly expected: boolean;
+}
+
+export interface Buffered {
+  readonly ts: number;
+  readonly seq: number;
+  readonly id: string | undefined;
+  readonly event: Readonly<Record<string, unknown>>;
+  readonly ruleSet: RuleSet;
+  readonly hits: readonly Hit[];
+}
+
+export interface Timer {
+  readonly time: number;
+  readonly n: number;
+  readonly ruleId: string;
+  readonly epoch: number;
+  readonly key: string;
+}
+
+/**
+ * Everything a partition knows: the rule set in force, the reorder buffer, keyed state, timers
+ * and the watermark. Changed in place by {@link processRecord}; serialised by `snapshotPartition`.
+ */
+export interface PartitionState {
+  readonly partition: number;
+  readonly outOfOrderMs: number;
+  readonly limits: RuleLimits;
+  ruleSet: RuleSet;
+  /** Sequence of the last record processed. */
+  offset: number;
+  maxTs: number;
+  /** Every event at or before this time has been seen; an event at or before it is late. */
+  watermark: number;
+  readonly buffer: Heap<Buffered>;
+  /** Rule sets still referenced by buffered events, with their counts (the current one included). */
+  readonly tags: Map<RuleSet, number>;
+  /** Keyed state: lineage (`ruleId@epoch`) → key → state. */
+  readonly states: Map<string, Map<string, KeyState>>;
+  readonly timers: Heap<Timer>;
+  timerN: number;
+}
+
+export const bufferOrder = (a: Buffered, b: Buffered): boolean => a.ts < b.ts || (a.ts === b.ts && a.seq < b.seq);
+export const timerOrder = (a: Timer, b: Timer): boolean => a.time < b.time || (a.time === b.time && a.n < b.n);
+
+/** A new partition with the given rule set in force. */
+export function createPartition(ruleSet: RuleSet, options: PartitionOptions): PartitionState {
+  const outOfOrderMs = options.outOfOrderMs ?? 0;
+  if (!Number.isSafeInteger(outOfOrderMs) || outOfOrderMs < 0) throw new RangeError(`outOfOrderMs must be a non-negative integer, got ${outOfOrderMs}`);
+  return {
+    partition: options.partition,
+    outOfOrderMs,
+    limits: options.limits ?? DEFAULT_LIMITS,
+    ruleSet,
+    offset: 0,
+    maxTs: -Infinity,
+    watermark: -Infinity,
+    buffer: new Heap(bufferOrder),
+    tags: new Map(),
+    states: new Map(),
+    timers: new Heap(timerOrder),
+    timerN: 0,
+  };
+}
+
+function newResult(): ProcessResult {
+  return { alerts: [], late: [], invalid: [], errors: [], overflows: [], suppressed: 0, applied: undefined };
+}
+
+function keyOf(rule: CompiledRule, event: Readonly<Record<string, unknown>>, partitionKey: string): string | undefined {
+  if (rule.keyField === undefined) return partitionKey;
+  const v = Object.hasOwn(event, rule.keyField) ? event[rule.keyField] : undefined;
+  return typeof v === 'string' ? v : typeof v === 'number' && Number.isFinite(v) ? String(v) : undefined;
+}
+
+function keyState(st: PartitionState, rule: CompiledRule, key: string): KeyState {
+  const sid = stateId(rule);
+  let byKey = st.states.get(sid);
+  if (byKey === undefined) st.states.set(sid, (byKey = new Map()));
+  let ks = byKey.get(key);
+  if (ks === undefined) byKey.set(key, (ks = {}));
+  return ks;
+}
+
+function host(st: PartitionState, out: ProcessResult): OperatorHost {
+  return {
+    limits: st.limits,
+    schedule(time, rule, key) {
+      st.timers.push({ time, n: st.timerN++, ruleId: rule.id, epoch: rule.stateEpoch, key });
+    },
+    alert(rule: CompiledRule, ks: KeyState, a: AlertDraft) {
+      if (rule.suppressForMs > 0) {
+        if (ks.sup !== undefined && a.ts < ks.sup + rule.suppressForMs) {
+          out.suppressed++;
+          return;
+        }
+        ks.sup = a.ts;
+      }
+      const vars = (name: string): unknown => (name === 'key' ? a.key : name === 'ruleId' ? rule.id : Object.hasOwn(a.fields, name) ? a.fields[name] : undefined);
+      out.alerts.push({
+        id: alertId(rule.id, rule.version, a.idParts),
+        ruleId: rule.id,
+        ruleVersion: rule.version,
+        severity: rule.severity,
+        title: rule.title(vars),
+        key: a.key,
+        partition: st.partition,
+        ts: a.ts,
+        events: a.events,
+        values: a.values,
+      });
+    },
+    error(rule, ref, message, cause) {
+      out.errors.push({ seq: ref.seq, ruleId: rule.id, error: new RuleEvaluationError(rule.id, cause ?? new Error(message)) });
+    },
+    overflow(rule, key, dropped, limit) {
+      out.overflows.push({ ruleId: rule.id, key, dropped, limit });
+    },
+  };
+}
+
+function isIdle(rule: CompiledRule, ks: KeyState): boolean {
+  if (ks.sup !== undefined) return false;
+  switch (rule.pattern?.kind) {
+    case 'threshold':
+      return thresholdIdle(ks);
+    case 'sequence':
+      return sequenceIdle(ks);
+    case 'absence':
+      return absenceIdle(ks);
+    default:
+      return true;
+  }
+}
+
+function dropIfIdle(st: PartitionState, rule: CompiledRule, key: string, ks: KeyState): void {
+  if (!isIdle(rule, ks)) return;
+  const byKey = st.states.get(stateId(rule));
+  byKey?.delete(key);
+  if (byKey?.size === 0) st.states.delete(stateId(rule));
+}
+
+/** Judges an event under the rule set in force at its log position; stateful rules see it later, in event-time order. */
+function onEvent(st: PartitionState, rec: Extract<PartitionRecord, { kind: 'event' }>, out: ProcessResult, h: OperatorHost): void {
+  const parsed = parseEvent(rec.data, rec.publishTs, st.limits);
+  if (!parsed.ok) {
+    out.invalid.push({ seq: rec.seq, reason: parsed.reason, message: parsed.message });
+    return;
+  }
+  const { event, type, ts, id } = parsed;
+  if (ts <= st.watermark) {
+    out.late.push({ seq: rec.seq, ts, watermark: st.watermark });
+    return;
+  }
+  const rs = st.ruleSet;
+  const ref: EventRef = id === undefined ? { seq: rec.seq, ts } : { seq: rec.seq, id, ts };
+  let ctx: EvalContext | undefined;
+  let hits: Hit[] | undefined;
+  for (const rule of rs.rulesFor(type)) {
+    const key = keyOf(rule, event, rec.key);
+    if (key === undefined) continue;
+    let trigger = rule.types === undefined || rule.types.has(type);
+    let expected = false;
+    try {
+      if (trigger && rule.when !== undefined) trigger = rule.when((ctx ??= evalContext(event, rs.models)));
+      const p = rule.pattern;
+      if (p?.kind === 'absence' && (p.expectAny || p.expectTypes.has(type))) {
+        expected = p.expectWhen === undefined || p.expectWhen((ctx ??= evalContext(event, rs.models)));
+      }
+    } catch (err) {
+      out.errors.push({ seq: rec.seq, ruleId: rule.id, error: new RuleEvaluationError(rule.id, err) });
+      continue;
+    }
+    if (rule.pattern === undefined) {
+      if (!trigger) continue;
+      const ks = rule.suppressForMs > 0 ? keyState(st, rule, key) : {};
+      h.alert(rule, ks, { key, ts, events: [ref], values: {}, idParts: `e|${rec.seq}`, fields: event });
+    } else if (trigger || expected) {
+      (hits ??= []).push({ rule, key, trigger, expected });
+    }
+  }
+  if (hits !== undefined) {
+    st.buffer.push({ ts, seq: rec.seq, id, event, ruleSet: rs, hits });
+    st.tags.set(rs, (st.tags.get(rs) ?? 0) + 1);
+  }
+  advance(st, ts, out, h);
+}
+
+function advance(st: PartitionState, ts: number, out: ProcessResult, h: OperatorHost): void {
+  if (ts > st.maxTs) {
+    st.maxTs = ts;
+    st.watermark = Math.max(st.watermark, ts - st.outOfOrderMs - 1);
+  }
+  release(st, out, h);
+}
+
+/** Releases buffered events up to the watermark in (ts, seq) order, firing due timers first. */
+function release(st: PartitionState, out: ProcessResult, h: OperatorHost): void {
+  for (let b = st.buffer.peek(); b !== undefined && b.ts <= st.watermark; b = st.buffer.peek()) {
+    st.buffer.pop();
+    // Timers strictly before the event fire first: an event exactly at a deadline is too late to cancel it.
+    fireTimers(st, b.ts - 1, h);
+    for (const hit of b.hits) applyHit(st, b, hit, h);
+    const left = (st.tags.get(b.ruleSet) ?? 1) - 1;
+    if (left > 0) st.tags.set(b.ruleSet, left);
+    else {
+      st.tags.delete(b.ruleSet);
+      if (b.ruleSet !== st.ruleSet) collectLineages(st);
+    }
+  }
+  fireTimers(st, st.watermark, h);
+  void out;
+}
+
+function applyHit(st: PartitionState, b: Buffered, hit: Hit, h: OperatorHost): void {
+  const rule = hit.rule;
+  const ks = keyState(st, rule, hit.key);
+  const e: OperatorEvent = { event: b.event, ref: b.id === undefined ? { seq: b.seq, ts: b.ts } : { seq: b.seq, id: b.id, ts: b.ts }, key: hit.key, models: b.ruleSet.models, trigger: hit.trigger, expected: hit.expected };
+  const p = rule.pattern;
+  if (p?.kind === 'threshold') {
+    if (hit.trigger) thresholdEvent(rule, p, ks, e, h);
+  } else if (p?.kind === 'sequence') {
+    if (hit.trigger) sequenceEvent(rule, p, ks, e, h);
+  } else if (p?.kind === 'absence') absenceEvent(rule, p, ks, e, h);
+  dropIfIdle(st, rule, hit.key, ks);
+}
+
+/** The newest rule version that writes to a lineage: the current rule set first, then older ones still in use. */
+function lineageRule(st: PartitionState, ruleId: string, epoch: number): CompiledRule | undefined {
+  const cur = st.ruleSet.rules.get(ruleId);
+  if (cur?.stateEpoch === epoch) return cur;
+  let best: CompiledRule | undefined;
+  for (const rs of st.tags.keys()) {
+    const r = rs.rules.get(ruleId);
+    if (r?.stateEpoch === epoch && (best === undefined || r.version > best.version)) best = r;
+  }
+  return best;
+}
+
+function fireTimers(st: PartitionState, upTo: number, h: OperatorHost): void {
+  for (let t = st.timers.peek(); t !== undefined && t.time <= upTo; t = st.timers.peek()) {
+    st.timers.pop();
+    const rule = lineageRule(st, t.ruleId, t.epoch);
+    // A paused rule fires no timers; a deleted or reset lineage has none left to fire.
+    if (rule === undefined || rule.paused) continue;
+    const ks = st.states.get(`${t.ruleId}@${t.epoch}`)?.get(t.key);
+    if (ks === undefined) continue;
+    const p = rule.pattern;
+    if (p?.kind === 'threshold') thresholdTimer(rule, p, ks, t.key, t.time, h);
+    else if (p?.kind === 'sequence') sequenceTimer(rule, p, ks, t.key, t.time, h);
+    else if (p?.kind === 'absence') absenceTimer(rule, p, ks, t.key, t.time, h);
+    dropIfIdle(st, rule, t.key, ks);
+  }
+}
+
+/** Drops keyed state of lineages that no rule set in use refers to any more (deleted or reset rules). */
+function collectLineages(st: PartitionState): void {
+  const live = new Set(st.ruleSet.stateIds);
+  for (const rs of st.tags.keys()) for (const sid of rs.stateIds) live.add(sid);
+  for (const sid of [...st.states.keys()]) if (!live.has(sid)) st.states.delete(sid);
+}
+
+function onMarker(st: PartitionState, rec: Extract<PartitionRecord, { kind: 'marker' }>, out: ProcessResult): void {
+  // A marker for a control sequence already in force (a duplicate, or one written twice during a handoff) changes nothing.
+  if (rec.ruleSet.controlSeq <= st.ruleSet.controlSeq) return;
+  st.ruleSet = rec.ruleSet;
+  out.applied = rec.ruleSet.controlSeq;
+  collectLineages(st);
+}
+
+/**
+ * The runtime's one entry point: processes one record of the partition's log and returns what it
+ * produced. Deterministic: the same state and record always give the same result and the same
+ * next state; no I/O, no clock. Records must come in log order (increasing `seq`).
+ */
+export function processRecord(st: PartitionState, rec: PartitionRecord): ProcessResult {
+  const out = newResult();
+  const h = host(st, out);
+  switch (rec.kind) {
+    case 'event':
+      onEvent(st, rec, out, h);
+      break;
+    case 'marker':
+      onMarker(st, rec, out);
+      break;
+    case 'tick':
+      advance(st, rec.ts, out, h);
+      break;
+  }
+  st.offset = rec.seq;
+  return out;
+}

@@ -1,0 +1,119 @@
+import type { KeyState } from './cep/host.js';
+import type { SlidingState, TumblingState } from './cep/threshold.js';
+import { SnapshotError } from './errors.js';
+import { createPartition, type Hit, type PartitionOptions, type PartitionState } from './partition.js';
+import type { RuleSet } from './rule-set.js';
+
+const FORMAT = 'vigil.partition.v1';
+
+type StateJSON = [key: string, sup: number | null, op: unknown];
+type BufferedJSON = [ts: number, seq: number, id: string | null, event: unknown, controlSeq: number, hits: [ruleId: string, key: string, trigger: 0 | 1, expected: 0 | 1][]];
+type TimerJSON = [time: number, n: number, ruleId: string, epoch: number, key: string];
+
+interface PartitionJSON {
+  format: typeof FORMAT;
+  partition: number;
+  offset: number;
+  maxTs: number | null;
+  watermark: number | null;
+  controlSeq: number;
+  buffer: BufferedJSON[];
+  states: [stateId: string, keys: StateJSON[]][];
+  timers: TimerJSON[];
+  timerN: number;
+}
+
+function opToJSON(op: unknown): unknown {
+  const s = op as SlidingState | TumblingState | undefined;
+  if (s?.k === 's') {
+    return { ...s, h: 0, t: s.t.slice(s.h), v: s.v.slice(s.h), mn: s.mn.map((i) => i - s.h), mx: s.mx.map((i) => i - s.h), d: s.d ? [...s.d] : null };
+  }
+  if (s?.k === 't') return { ...s, d: s.d ? [...s.d] : null, min: Number.isFinite(s.min) ? s.min : null, max: Number.isFinite(s.max) ? s.max : null };
+  return op;
+}
+
+function opFromJSON(op: unknown): unknown {
+  const s = op as Record<string, unknown> | undefined;
+  if (s?.k === 's' || s?.k === 't') {
+    const d = s.d === null ? undefined : new Map(s.d as [string, number][]);
+    if (s.k === 't') return { ...s, d, min: s.min ?? Infinity, max: s.max ?? -Infinity };
+    return { ...s, d };
+  }
+  return op;
+}
+
+const num = (x: number): number | null => (Number.isFinite(x) ? x : null);
+
+/**
+ * Serialises a partition's state (offset, watermark, reorder buffer, keyed state, timers and the
+ * control sequence in force) to bytes. Rule sets are not included: they are stored once per
+ * control sequence, and {@link restorePartition} asks for them by sequence.
+ */
+export function snapshotPartition(st: PartitionState): Uint8Array {
+  const json: PartitionJSON = {
+    format: FORMAT,
+    partition: st.partition,
+    offset: st.offset,
+    maxTs: num(st.maxTs),
+    watermark: num(st.watermark),
+    controlSeq: st.ruleSet.controlSeq,
+    buffer: st.buffer.sorted().map((b) => [b.ts, b.seq, b.id ?? null, b.event, b.ruleSet.controlSeq, b.hits.map((x) => [x.rule.id, x.key, x.trigger ? 1 : 0, x.expected ? 1 : 0])]),
+    states: [...st.states].map(([sid, byKey]) => [sid, [...byKey].map(([key, ks]): StateJSON => [key, ks.sup ?? null, opToJSON(ks.op)])]),
+    timers: st.timers.sorted().map((t) => [t.time, t.n, t.ruleId, t.epoch, t.key]),
+    timerN: st.timerN,
+  };
+  return new TextEncoder().encode(JSON.stringify(json));
+}
+
+/**
+ * Restores a partition from {@link snapshotPartition}'s bytes. `ruleSetAt` returns the rule set
+ * in force after a given control sequence (the current one, and older ones that buffered events
+ * were judged under). The restored partition behaves exactly like the original.
+ * @throws SnapshotError when the bytes are not a snapshot or a rule set is missing.
+ */
+export function restorePartition(bytes: Uint8Array, ruleSetAt: (controlSeq: number) => RuleSet | undefined, options: Omit<PartitionOptions, 'partition'>): PartitionState {
+  let json: PartitionJSON;
+  try {
+    json = JSON.parse(new TextDecoder().decode(bytes)) as PartitionJSON;
+  } catch (e) {
+    throw new SnapshotError('partition snapshot is not JSON', e);
+  }
+  if (json?.format !== FORMAT) throw new SnapshotError(`unknown partition snapshot format ${JSON.stringify(json?.format)}; expected ${FORMAT}`);
+  const sets = new Map<number, RuleSet>();
+  const at = (seq: number): RuleSet => {
+    let rs = sets.get(seq);
+    if (rs === undefined) {
+      rs = ruleSetAt(seq);
+      if (rs === undefined || rs.controlSeq !== seq) throw new SnapshotError(`the snapshot needs the rule set at control sequence ${seq}, which was not provided`);
+      sets.set(seq, rs);
+    }
+    return rs;
+  };
+  const st = createPartition(at(json.controlSeq), { ...options, partition: json.partition });
+  st.offset = json.offset;
+  st.maxTs = json.maxTs ?? -Infinity;
+  st.watermark = json.watermark ?? -Infinity;
+  st.timerN = json.timerN;
+  for (const [ts, seq, id, event, cs, hits] of json.buffer) {
+    const rs = at(cs);
+    const restored: Hit[] = hits.map(([ruleId, key, trigger, expected]) => {
+      const rule = rs.rules.get(ruleId);
+      if (rule === undefined) throw new SnapshotError(`buffered event ${seq} names rule "${ruleId}", which the rule set at ${cs} does not hold`);
+      return { rule, key, trigger: trigger === 1, expected: expected === 1 };
+    });
+    st.buffer.push({ ts, seq, id: id ?? undefined, event: event as Record<string, unknown>, ruleSet: rs, hits: restored });
+    st.tags.set(rs, (st.tags.get(rs) ?? 0) + 1);
+  }
+  for (const [sid, keys] of json.states) {
+    const byKey = new Map<string, KeyState>();
+    for (const [key, sup, op] of keys) {
+      const ks: KeyState = {};
+      if (sup !== null) ks.sup = sup;
+      if (op !== undefined) ks.op = opFromJSON(op);
+      byKey.set(key, ks);
+    }
+    st.states.set(sid, byKey);
+  }
+  for (const [time, n, ruleId, epoch, key] of json.timers) st.timers.push({ time, n, ruleId, epoch, key });
+  return st;
+}
