@@ -39,7 +39,10 @@ export default tseslint.config(
       ],
       'no-new-func': 'error',
       'no-eval': 'error',
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', varsIgnorePattern: '^_' },
+      ],
     },
   },
   {
@@ -50,7 +53,10 @@ export default tseslint.config(
         {
           patterns: [
             { group: ioModules, message: 'rules/ does no I/O (DESIGN §2).' },
-            { group: ['**/service/**', '**/control-plane/**', '**/bench/**'], message: 'rules/ imports nothing of ours.' },
+            {
+              group: ['**/service/**', '**/control-plane/**', '**/bench/**'],
+              message: 'rules/ imports nothing of ours.',
+            },
           ],
         },
       ],
@@ -63,8 +69,14 @@ export default tseslint.config(
         'error',
         {
           patterns: [
-            { group: ['**/control-plane/**', '**/bench/**'], message: 'Dependencies point one way: rules <- service <- control-plane.' },
-            { group: ['**/rules/*', '!**/rules/index.js'], message: 'Import rules/ through its public index.' },
+            {
+              group: ['**/control-plane/**', '**/bench/**'],
+              message: 'Dependencies point one way: rules <- service <- control-plane.',
+            },
+            {
+              group: ['**/rules/*', '!**/rules/index.js'],
+              message: 'Import rules/ through its public index.',
+            },
           ],
         },
       ],

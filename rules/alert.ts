@@ -6,5 +6,8 @@ import { createHash } from 'node:crypto';
  * and `Nats-Msg-Id` dedupe absorbs them.
  */
 export function alertId(ruleId: string, ruleVersion: number, cause: string): string {
-  return createHash('sha256').update(`${ruleId}\u0000${ruleVersion}\u0000${cause}`).digest('hex').slice(0, 32);
+  return createHash('sha256')
+    .update(`${ruleId}\u0000${ruleVersion}\u0000${cause}`)
+    .digest('hex')
+    .slice(0, 32);
 }

@@ -16,7 +16,12 @@ export interface StateChange {
 
 /** The outcome of applying one control message: accepted with its effects, or rejected with every problem. */
 export type ControlOutcome =
-  | { readonly ok: true; readonly ruleSet: RuleSet; readonly message: ControlMessage; readonly changes: readonly StateChange[] }
+  | {
+      readonly ok: true;
+      readonly ruleSet: RuleSet;
+      readonly message: ControlMessage;
+      readonly changes: readonly StateChange[];
+    }
   | { readonly ok: false; readonly ruleSet: RuleSet; readonly problems: readonly Problem[] };
 
 interface Working {
@@ -29,7 +34,17 @@ interface Working {
   readonly limits: RuleLimits;
 }
 
-const OPS = new Set(['upsert-rule', 'delete-rule', 'pause-rule', 'resume-rule', 'upsert-model', 'delete-model', 'clear-state', 'replace-all', 'changeset']);
+const OPS = new Set([
+  'upsert-rule',
+  'delete-rule',
+  'pause-rule',
+  'resume-rule',
+  'upsert-model',
+  'delete-model',
+  'clear-state',
+  'replace-all',
+  'changeset',
+]);
 
 function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -54,11 +69,18 @@ function upsertRule(w: Working, raw: unknown, at: string): void {
 
 function existingRule(w: Working, id: unknown, at: string): CompiledRule | undefined {
   if (!isValidId(id)) {
-    w.problems.push({ pointer: at, message: 'id must be a rule id (1-128 letters, digits, "_", "." or "-")' });
+    w.problems.push({
+      pointer: at,
+      message: 'id must be a rule id (1-128 letters, digits, "_", "." or "-")',
+    });
     return undefined;
   }
   const r = w.rules.get(id);
-  if (r === undefined) w.problems.push({ pointer: at, message: `there is no rule "${id}"; list the rules to find its id` });
+  if (r === undefined)
+    w.problems.push({
+      pointer: at,
+      message: `there is no rule "${id}"; list the rules to find its id`,
+    });
   return r;
 }
 
@@ -91,11 +113,18 @@ function applyChange(w: Working, m: Record<string, unknown>, at: string, nested:
       }
       break;
     case 'delete-model':
-      if (!isValidId(m.id) || !w.models.has(m.id)) w.problems.push({ pointer: pointer(at, 'id'), message: `there is no model "${String(m.id)}"` });
+      if (!isValidId(m.id) || !w.models.has(m.id))
+        w.problems.push({
+          pointer: pointer(at, 'id'),
+          message: `there is no model "${String(m.id)}"`,
+        });
       else w.models.delete(m.id);
       break;
     case 'clear-state': {
-      const targets = m.ruleId === undefined ? [...w.rules.values()] : [existingRule(w, m.ruleId, pointer(at, 'ruleId'))];
+      const targets =
+        m.ruleId === undefined
+          ? [...w.rules.values()]
+          : [existingRule(w, m.ruleId, pointer(at, 'ruleId'))];
       for (const r of targets) {
         if (r === undefined) continue;
         w.rules.set(r.id, compileRule(r.def, r.version, w.seq, r.paused));
@@ -105,11 +134,17 @@ function applyChange(w: Working, m: Record<string, unknown>, at: string, nested:
     }
     case 'replace-all': {
       if (!Array.isArray(m.rules)) {
-        w.problems.push({ pointer: pointer(at, 'rules'), message: 'rules must be an array of rules (it may be empty)' });
+        w.problems.push({
+          pointer: pointer(at, 'rules'),
+          message: 'rules must be an array of rules (it may be empty)',
+        });
         break;
       }
       if (m.models !== undefined && !Array.isArray(m.models)) {
-        w.problems.push({ pointer: pointer(at, 'models'), message: 'models must be an array of models' });
+        w.problems.push({
+          pointer: pointer(at, 'models'),
+          message: 'models must be an array of models',
+        });
         break;
       }
       const old = new Map(w.rules);
@@ -120,68 +155,122 @@ function applyChange(w: Working, m: Record<string, unknown>, at: string, nested:
       (m.models ?? []).forEach((raw: unknown, i: number) => {
         if (!validateModel(raw, pointer(at, 'models', i), w.limits, w.problems)) return;
         const model = raw as Model;
-        if (w.models.has(model.id)) w.problems.push({ pointer: pointer(at, 'models', i, 'id'), message: `model "${model.id}" is listed twice` });
+        if (w.models.has(model.id))
+          w.problems.push({
+            pointer: pointer(at, 'models', i, 'id'),
+            message: `model "${model.id}" is listed twice`,
+          });
         w.models.set(model.id, compileModel(model));
       });
       m.rules.forEach((raw: unknown, i: number) => {
         const v = validateRule(raw, pointer(at, 'rules', i), w.limits, w.problems);
         if (v === undefined) return;
-        if (seen.has(v.rule.id)) w.problems.push({ pointer: pointer(at, 'rules', i, 'id'), message: `rule "${v.rule.id}" is listed twice` });
+        if (seen.has(v.rule.id))
+          w.problems.push({
+            pointer: pointer(at, 'rules', i, 'id'),
+            message: `rule "${v.rule.id}" is listed twice`,
+          });
         seen.add(v.rule.id);
         const before = old.get(v.rule.id);
         const why = before === undefined ? undefined : incompatibility(before.def, v.rule);
         const keep = before !== undefined && why === undefined;
         w.rules.set(v.rule.id, compileRule(v.rule, w.seq, keep ? before.stateEpoch : w.seq, false));
         w.refs.set(v.rule.id, v.refs);
-        w.changes.push(before === undefined ? { ruleId: v.rule.id, action: 'created' } : keep ? { ruleId: v.rule.id, action: 'kept' } : { ruleId: v.rule.id, action: 'reset', reason: why as string });
+        w.changes.push(
+          before === undefined
+            ? { ruleId: v.rule.id, action: 'created' }
+            : keep
+              ? { ruleId: v.rule.id, action: 'kept' }
+              : { ruleId: v.rule.id, action: 'reset', reason: why as string },
+        );
       });
-      for (const id of old.keys()) if (!seen.has(id)) w.changes.push({ ruleId: id, action: 'dropped' });
+      for (const id of old.keys())
+        if (!seen.has(id)) w.changes.push({ ruleId: id, action: 'dropped' });
       break;
     }
     case 'changeset':
       if (nested) {
-        w.problems.push({ pointer: pointer(at, 'op'), message: 'a changeset cannot contain another changeset; list its changes directly' });
+        w.problems.push({
+          pointer: pointer(at, 'op'),
+          message: 'a changeset cannot contain another changeset; list its changes directly',
+        });
         break;
       }
       if (!Array.isArray(m.changes) || m.changes.length === 0) {
-        w.problems.push({ pointer: pointer(at, 'changes'), message: 'changes must be a non-empty array of control messages' });
+        w.problems.push({
+          pointer: pointer(at, 'changes'),
+          message: 'changes must be a non-empty array of control messages',
+        });
         break;
       }
-      m.changes.forEach((c: unknown, i: number) => applyMessage(w, c, pointer(at, 'changes', i), true));
+      m.changes.forEach((c: unknown, i: number) =>
+        applyMessage(w, c, pointer(at, 'changes', i), true),
+      );
       break;
   }
 }
 
 function applyMessage(w: Working, raw: unknown, at: string, nested: boolean): void {
   if (!isObject(raw)) {
-    w.problems.push({ pointer: at, message: 'a control message must be a JSON object with an "op"' });
+    w.problems.push({
+      pointer: at,
+      message: 'a control message must be a JSON object with an "op"',
+    });
     return;
   }
   if (typeof raw.op !== 'string' || !OPS.has(raw.op)) {
-    w.problems.push({ pointer: pointer(at, 'op'), message: `op must be one of ${[...OPS].join(', ')}, got ${JSON.stringify(raw.op)}` });
+    w.problems.push({
+      pointer: pointer(at, 'op'),
+      message: `op must be one of ${[...OPS].join(', ')}, got ${JSON.stringify(raw.op)}`,
+    });
     return;
   }
   if (raw.meta !== undefined) {
-    if (!isObject(raw.meta)) w.problems.push({ pointer: pointer(at, 'meta'), message: 'meta must be an object {"actor", "reason", "requestId"}' });
-    else for (const k of ['actor', 'reason', 'requestId']) {
-      if (raw.meta[k] !== undefined && typeof raw.meta[k] !== 'string') w.problems.push({ pointer: pointer(at, 'meta', k), message: `meta.${k} must be a string` });
-    }
+    if (!isObject(raw.meta))
+      w.problems.push({
+        pointer: pointer(at, 'meta'),
+        message: 'meta must be an object {"actor", "reason", "requestId"}',
+      });
+    else
+      for (const k of ['actor', 'reason', 'requestId']) {
+        if (raw.meta[k] !== undefined && typeof raw.meta[k] !== 'string')
+          w.problems.push({
+            pointer: pointer(at, 'meta', k),
+            message: `meta.${k} must be a string`,
+          });
+      }
   }
   applyChange(w, raw, at, nested);
 }
 
 /** Checks what can only be judged on the whole resulting rule set: references and counts. */
 function checkFinalState(w: Working): void {
-  if (w.rules.size > w.limits.maxRules) w.problems.push({ pointer: '', message: `the rule set would hold ${w.rules.size} rules, over the limit of ${w.limits.maxRules}` });
-  if (w.models.size > w.limits.maxModels) w.problems.push({ pointer: '', message: `the rule set would hold ${w.models.size} models, over the limit of ${w.limits.maxModels}` });
+  if (w.rules.size > w.limits.maxRules)
+    w.problems.push({
+      pointer: '',
+      message: `the rule set would hold ${w.rules.size} rules, over the limit of ${w.limits.maxRules}`,
+    });
+  if (w.models.size > w.limits.maxModels)
+    w.problems.push({
+      pointer: '',
+      message: `the rule set would hold ${w.models.size} models, over the limit of ${w.limits.maxModels}`,
+    });
   for (const [ruleId, refs] of [...w.refs].sort((a, b) => (a[0] < b[0] ? -1 : 1))) {
     for (const id of refs.models) {
       const m = w.models.get(id);
-      if (m?.kind !== 'scorer') w.problems.push({ pointer: '', message: `rule "${ruleId}" uses "model:${id}", but ${m ? `"${id}" is a lookup table (use "list:${id}")` : `there is no model "${id}"`}; publish the model first or in the same changeset` });
+      if (m?.kind !== 'scorer')
+        w.problems.push({
+          pointer: '',
+          message: `rule "${ruleId}" uses "model:${id}", but ${m ? `"${id}" is a lookup table (use "list:${id}")` : `there is no model "${id}"`}; publish the model first or in the same changeset`,
+        });
     }
     for (const id of refs.lists) {
       const m = w.models.get(id);
-      if (m === undefined || m.kind === 'scorer') w.problems.push({ pointer: '', message: `rule "${ruleId}" uses "list:${id}", but ${m ? `"${id}" is a scorer (use "model:${id}")` : `there is no lookup table "${id}"`}; publish it first or in the same changeset` });
+      if (m === undefined || m.kind === 'scorer')
+        w.problems.push({
+          pointer: '',
+          message: `rule "${ruleId}" uses "list:${id}", but ${m ? `"${id}" is a scorer (use "model:${id}")` : `there is no lookup table "${id}"`}; publish it first or in the same changeset`,
+        });
     }
   }
 }
@@ -192,9 +281,16 @@ function checkFinalState(w: Working): void {
  * accepts or rejects a message identically. A rejected message leaves the rules unchanged but
  * still advances `controlSeq`, since it was considered at that position of the total order.
  */
-export function applyControl(ruleSet: RuleSet, message: unknown, controlSeq: number, limits: RuleLimits = DEFAULT_LIMITS): ControlOutcome {
+export function applyControl(
+  ruleSet: RuleSet,
+  message: unknown,
+  controlSeq: number,
+  limits: RuleLimits = DEFAULT_LIMITS,
+): ControlOutcome {
   if (!Number.isSafeInteger(controlSeq) || controlSeq <= ruleSet.controlSeq) {
-    throw new RangeError(`control sequence ${controlSeq} must be greater than the rule set's ${ruleSet.controlSeq}`);
+    throw new RangeError(
+      `control sequence ${controlSeq} must be greater than the rule set's ${ruleSet.controlSeq}`,
+    );
   }
   const w: Working = {
     seq: controlSeq,
@@ -208,26 +304,62 @@ export function applyControl(ruleSet: RuleSet, message: unknown, controlSeq: num
   applyMessage(w, message, '', false);
   if (w.problems.length === 0) checkFinalState(w);
   if (w.problems.length > 0) {
-    return { ok: false, ruleSet: buildRuleSet(controlSeq, ruleSet.rules, ruleSet.models, ruleSet.refs), problems: w.problems };
+    return {
+      ok: false,
+      ruleSet: buildRuleSet(controlSeq, ruleSet.rules, ruleSet.models, ruleSet.refs),
+      problems: w.problems,
+    };
   }
-  return { ok: true, ruleSet: buildRuleSet(controlSeq, w.rules, w.models, w.refs), message: message as ControlMessage, changes: w.changes };
+  return {
+    ok: true,
+    ruleSet: buildRuleSet(controlSeq, w.rules, w.models, w.refs),
+    message: message as ControlMessage,
+    changes: w.changes,
+  };
 }
 
 /** Validates a control message against a rule set without applying it (what the control plane calls before publishing). */
-export function validateControl(ruleSet: RuleSet, message: unknown, limits: RuleLimits = DEFAULT_LIMITS): readonly Problem[] {
+export function validateControl(
+  ruleSet: RuleSet,
+  message: unknown,
+  limits: RuleLimits = DEFAULT_LIMITS,
+): readonly Problem[] {
   const outcome = applyControl(ruleSet, message, ruleSet.controlSeq + 1, limits);
   return outcome.ok ? [] : outcome.problems;
 }
 
 /** Parses control-message bytes or text; a parse failure is reported as a problem, like any other. */
-export function parseControl(data: string | Uint8Array, limits: RuleLimits = DEFAULT_LIMITS): { ok: true; message: unknown } | { ok: false; problems: Problem[] } {
+export function parseControl(
+  data: string | Uint8Array,
+  limits: RuleLimits = DEFAULT_LIMITS,
+): { ok: true; message: unknown } | { ok: false; problems: Problem[] } {
   const size = typeof data === 'string' ? Buffer.byteLength(data) : data.byteLength;
   const max = limits.maxControlBytes;
-  if (size > max) return { ok: false, problems: [{ pointer: '', message: `control message is ${size} bytes, over the limit of ${max}; split it or shrink its lookup tables` }] };
+  if (size > max)
+    return {
+      ok: false,
+      problems: [
+        {
+          pointer: '',
+          message: `control message is ${size} bytes, over the limit of ${max}; split it or shrink its lookup tables`,
+        },
+      ],
+    };
   try {
-    return { ok: true, message: JSON.parse(typeof data === 'string' ? data : new TextDecoder().decode(data)) };
+    return {
+      ok: true,
+      message: JSON.parse(typeof data === 'string' ? data : new TextDecoder().decode(data)),
+    };
   } catch (e) {
-    return { ok: false, problems: [{ pointer: '', message: `control message is not JSON (${(e as Error).message}); publish one JSON object` }] };
+    return {
+      ok: false,
+      problems: [
+        {
+          pointer: '',
+          message: `control message is not JSON (${(e as Error).message}); publish one JSON object`,
+        },
+      ],
+    };
   }
 }
 

@@ -14,7 +14,10 @@ export interface EvalContext {
 }
 
 /** Creates the context for judging one event. */
-export function evalContext(event: Readonly<Record<string, unknown>>, models: ModelRegistry): EvalContext {
+export function evalContext(
+  event: Readonly<Record<string, unknown>>,
+  models: ModelRegistry,
+): EvalContext {
   return { event, models, steps: undefined, scores: undefined };
 }
 
@@ -41,7 +44,11 @@ function modelScore(ctx: EvalContext, id: string): unknown {
 }
 
 /** Compiles a fact reference (fact + params + path) into a function, as json-rules-engine's almanac resolves it. */
-function compileFact(fact: string, params: Readonly<Record<string, unknown>> | undefined, path: string | undefined): FactFn {
+function compileFact(
+  fact: string,
+  params: Readonly<Record<string, unknown>> | undefined,
+  path: string | undefined,
+): FactFn {
   let base: FactFn;
   const colon = fact.indexOf(':');
   const prefix = colon > 0 ? fact.slice(0, colon) : '';
@@ -53,7 +60,9 @@ function compileFact(fact: string, params: Readonly<Record<string, unknown>> | u
       const m = ctx.models.get(name);
       return m === undefined ? undefined : lookupFact(m, ctx.event, key);
     };
-  } else if (prefix === 'step') base = (ctx) => (ctx.steps !== undefined && Object.hasOwn(ctx.steps, name) ? ctx.steps[name] : undefined);
+  } else if (prefix === 'step')
+    base = (ctx) =>
+      ctx.steps !== undefined && Object.hasOwn(ctx.steps, name) ? ctx.steps[name] : undefined;
   else base = (ctx) => (Object.hasOwn(ctx.event, fact) ? ctx.event[fact] : undefined);
   if (!path) return base;
   const parsed = parsePath(path);
@@ -66,11 +75,20 @@ function compileFact(fact: string, params: Readonly<Record<string, unknown>> | u
   };
 }
 
-function isFactRef(value: unknown): value is { fact: string; path?: string; params?: Record<string, unknown> } {
+function isFactRef(
+  value: unknown,
+): value is { fact: string; path?: string; params?: Record<string, unknown> } {
   return typeof value === 'object' && value !== null && Object.hasOwn(value, 'fact');
 }
 
-function compileLeaf(c: { fact: string; operator: string; value: unknown; path?: string; params?: Record<string, unknown>; priority?: number }): Node {
+function compileLeaf(c: {
+  fact: string;
+  operator: string;
+  value: unknown;
+  path?: string;
+  params?: Record<string, unknown>;
+  priority?: number;
+}): Node {
   const op = resolveOperator(c.operator);
   if (op === undefined) throw new Error(`unknown operator ${c.operator}`); // validation refuses this first
   const evaluate = op.evaluate;
@@ -80,7 +98,13 @@ function compileLeaf(c: { fact: string; operator: string; value: unknown; path?:
   if (isFactRef(value)) {
     const right = compileFact(value.fact, value.params, value.path);
     // Set membership instead of indexOf for `in`/`notIn` against a lookup set: same answer, O(1).
-    if (op.decorators.length === 0 && (op.base === 'in' || op.base === 'notIn') && value.fact.startsWith('list:') && !value.path && value.params?.key === undefined) {
+    if (
+      op.decorators.length === 0 &&
+      (op.base === 'in' || op.base === 'notIn') &&
+      value.fact.startsWith('list:') &&
+      !value.path &&
+      value.params?.key === undefined
+    ) {
       const id = value.fact.slice(5);
       const negate = op.base === 'notIn';
       return {
@@ -97,9 +121,18 @@ function compileLeaf(c: { fact: string; operator: string; value: unknown; path?:
   }
   const safe =
     op.decorators.length === 0 &&
-    (op.base === 'equal' || op.base === 'notEqual' || op.base === 'contains' || op.base === 'doesNotContain' ||
-      ((op.base === 'in' || op.base === 'notIn') && (Array.isArray(value) || typeof value === 'string')));
-  if (op.decorators.length === 0 && (op.base === 'in' || op.base === 'notIn') && Array.isArray(value) && value.length > 8) {
+    (op.base === 'equal' ||
+      op.base === 'notEqual' ||
+      op.base === 'contains' ||
+      op.base === 'doesNotContain' ||
+      ((op.base === 'in' || op.base === 'notIn') &&
+        (Array.isArray(value) || typeof value === 'string')));
+  if (
+    op.decorators.length === 0 &&
+    (op.base === 'in' || op.base === 'notIn') &&
+    Array.isArray(value) &&
+    value.length > 8
+  ) {
     const set = new Set(value);
     const negate = op.base === 'notIn';
     return { priority, mayThrow: false, run: (ctx) => set.has(left(ctx)) !== negate };
@@ -122,12 +155,18 @@ function compileGroup(children: readonly Node[], isAll: boolean): CompiledCondit
     group.push(c);
     byPriority.set(c.priority, group);
   }
-  const sets = [...byPriority.entries()].sort((a, b) => b[0] - a[0]).map(([, nodes]) => {
-    const runs = nodes.map((n) => n.run);
-    const exhaustive = nodes.some((n) => n.mayThrow);
-    return { runs, exhaustive };
-  });
-  const evalSet = (runs: readonly CompiledCondition[], exhaustive: boolean, ctx: EvalContext): boolean => {
+  const sets = [...byPriority.entries()]
+    .sort((a, b) => b[0] - a[0])
+    .map(([, nodes]) => {
+      const runs = nodes.map((n) => n.run);
+      const exhaustive = nodes.some((n) => n.mayThrow);
+      return { runs, exhaustive };
+    });
+  const evalSet = (
+    runs: readonly CompiledCondition[],
+    exhaustive: boolean,
+    ctx: EvalContext,
+  ): boolean => {
     if (!exhaustive) return isAll ? runs.every((r) => r(ctx)) : runs.some((r) => r(ctx));
     let result = isAll;
     for (const r of runs) {
@@ -154,11 +193,19 @@ function compileNode(c: Condition): Node {
     const priority = c.priority ?? 1;
     if ('any' in c) {
       const children = c.any.map(compileNode);
-      return { priority, mayThrow: children.some((n) => n.mayThrow), run: compileGroup(children, false) };
+      return {
+        priority,
+        mayThrow: children.some((n) => n.mayThrow),
+        run: compileGroup(children, false),
+      };
     }
     if ('all' in c) {
       const children = c.all.map(compileNode);
-      return { priority, mayThrow: children.some((n) => n.mayThrow), run: compileGroup(children, true) };
+      return {
+        priority,
+        mayThrow: children.some((n) => n.mayThrow),
+        run: compileGroup(children, true),
+      };
     }
     const child = compileNode(c.not);
     const run = child.run;

@@ -88,7 +88,11 @@ function compileTemplate(template: string): { render: CompiledRule['title']; fie
     render: (vars) =>
       template.replace(TEMPLATE_VAR, (_, name: string) => {
         const v = vars(name);
-        return v === undefined || v === null ? '' : typeof v === 'object' ? JSON.stringify(v) : String(v);
+        return v === undefined || v === null
+          ? ''
+          : typeof v === 'object'
+            ? JSON.stringify(v)
+            : String(v);
       }),
   };
 }
@@ -111,14 +115,18 @@ function compilePattern(rule: Rule): CompiledPattern | undefined {
     }
     case 'sequence': {
       const referenced = new Set<string>();
-      for (const s of p.steps) JSON.stringify(s.when ?? {}, (k, v: unknown) => {
-        if (k === 'fact' && typeof v === 'string' && v.startsWith('step:')) referenced.add(v.slice(5));
-        return v;
-      });
+      for (const s of p.steps)
+        JSON.stringify(s.when ?? {}, (k, v: unknown) => {
+          if (k === 'fact' && typeof v === 'string' && v.startsWith('step:'))
+            referenced.add(v.slice(5));
+          return v;
+        });
       return {
         kind: 'sequence',
         withinMs: parseDuration(p.within) ?? 0,
-        skipPastLast: (p.afterMatch ?? 'skip-past-last-event') === ('skip-past-last-event' satisfies AfterMatch),
+        skipPastLast:
+          (p.afterMatch ?? 'skip-past-last-event') ===
+          ('skip-past-last-event' satisfies AfterMatch),
         steps: p.steps.map((s) => ({
           name: s.name,
           types: s.on === undefined || s.on.includes('*') ? undefined : new Set(s.on),
@@ -141,7 +149,12 @@ function compilePattern(rule: Rule): CompiledPattern | undefined {
 }
 
 /** Compiles a validated rule at a given version and state epoch. */
-export function compileRule(rule: Rule, version: number, stateEpoch: number, paused: boolean): CompiledRule {
+export function compileRule(
+  rule: Rule,
+  version: number,
+  stateEpoch: number,
+  paused: boolean,
+): CompiledRule {
   const title = compileTemplate(rule.alert?.title ?? rule.description ?? rule.id);
   return {
     id: rule.id,
@@ -150,7 +163,9 @@ export function compileRule(rule: Rule, version: number, stateEpoch: number, pau
     paused,
     def: rule,
     types: rule.on.includes('*') ? undefined : new Set(rule.on),
-    indexTypes: [...new Set([...rule.on, ...(rule.pattern?.kind === 'absence' ? rule.pattern.expect.on : [])])],
+    indexTypes: [
+      ...new Set([...rule.on, ...(rule.pattern?.kind === 'absence' ? rule.pattern.expect.on : [])]),
+    ],
     when: rule.when === undefined ? undefined : compileCondition(rule.when),
     keyField: rule.key,
     pattern: compilePattern(rule),
@@ -169,7 +184,11 @@ export function jsonEqual(a: unknown, b: unknown): boolean {
   const ka = Object.keys(a);
   const kb = Object.keys(b);
   if (ka.length !== kb.length) return false;
-  return ka.every((k) => Object.hasOwn(b, k) && jsonEqual((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]));
+  return ka.every(
+    (k) =>
+      Object.hasOwn(b, k) &&
+      jsonEqual((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]),
+  );
 }
 
 /**
@@ -184,8 +203,13 @@ export function incompatibility(before: Rule, after: Rule): string | undefined {
   if (a === undefined || b === undefined) return a === b ? undefined : 'pattern added or removed';
   if (a.kind !== b.kind) return 'pattern kind changed';
   if (a.kind === 'threshold' && b.kind === 'threshold') {
-    if (a.aggregate !== b.aggregate || (a.field ?? null) !== (b.field ?? null)) return 'aggregate changed';
-    if (parseDuration(a.window) !== parseDuration(b.window) || (a.windowType ?? 'sliding') !== (b.windowType ?? 'sliding')) return 'window changed';
+    if (a.aggregate !== b.aggregate || (a.field ?? null) !== (b.field ?? null))
+      return 'aggregate changed';
+    if (
+      parseDuration(a.window) !== parseDuration(b.window) ||
+      (a.windowType ?? 'sliding') !== (b.windowType ?? 'sliding')
+    )
+      return 'window changed';
     return undefined;
   }
   return jsonEqual(a, b) ? undefined : `${a.kind} pattern changed`;

@@ -6,7 +6,8 @@ const DURATION = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/;
  * `10m`, `1.5h`, `7d`. Returns `undefined` when the value is not a duration.
  */
 export function parseDuration(value: unknown): number | undefined {
-  if (typeof value === 'number') return Number.isSafeInteger(value) && value >= 0 ? value : undefined;
+  if (typeof value === 'number')
+    return Number.isSafeInteger(value) && value >= 0 ? value : undefined;
   if (typeof value !== 'string') return undefined;
   const m = DURATION.exec(value.trim());
   if (!m || m[1] === undefined || m[2] === undefined) return undefined;

@@ -27,7 +27,11 @@ export class VigilError extends Error {
   readonly code: string;
   readonly retryable: boolean;
 
-  constructor(code: string, message: string, options: { retryable?: boolean; cause?: unknown } = {}) {
+  constructor(
+    code: string,
+    message: string,
+    options: { retryable?: boolean; cause?: unknown } = {},
+  ) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.code = code;
     this.retryable = options.retryable ?? false;
@@ -41,7 +45,9 @@ export class ValidationError extends VigilError {
 
   constructor(what: string, problems: readonly Problem[]) {
     const first = problems[0];
-    const summary = first ? ` (${first.pointer || '/'}: ${first.message}${problems.length > 1 ? ` and ${problems.length - 1} more` : ''})` : '';
+    const summary = first
+      ? ` (${first.pointer || '/'}: ${first.message}${problems.length > 1 ? ` and ${problems.length - 1} more` : ''})`
+      : '';
     super(RulesErrorCode.Validation, `${what} is not valid${summary}`);
     this.problems = problems;
   }
@@ -54,7 +60,9 @@ export class RuleEvaluationError extends VigilError {
 
   constructor(ruleId: string, cause: unknown) {
     const detail = cause instanceof Error ? cause.message : String(cause);
-    super(RulesErrorCode.RuleEvaluation, `rule "${ruleId}" failed on this event: ${detail}`, { cause });
+    super(RulesErrorCode.RuleEvaluation, `rule "${ruleId}" failed on this event: ${detail}`, {
+      cause,
+    });
     this.ruleId = ruleId;
   }
 }

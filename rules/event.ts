@@ -20,7 +20,8 @@ export interface ParsedEvent {
   readonly id: string | undefined;
 }
 
-export type ParseEventResult = ParsedEvent | { readonly ok: false; readonly reason: InvalidReason; readonly message: string };
+export type ParseEventResult =
+  ParsedEvent | { readonly ok: false; readonly reason: InvalidReason; readonly message: string };
 
 const decoder = new TextDecoder();
 const encoder = new TextEncoder();
@@ -43,31 +44,62 @@ export function parseEvent(data: unknown, publishTs: number, limits: RuleLimits)
   let obj: unknown = data;
   if (typeof data === 'string' || data instanceof Uint8Array) {
     const size = typeof data === 'string' ? encoder.encode(data).byteLength : data.byteLength;
-    if (size > limits.maxEventBytes) return { ok: false, reason: InvalidReason.tooLarge, message: `event is ${size} bytes, over the limit of ${limits.maxEventBytes}` };
+    if (size > limits.maxEventBytes)
+      return {
+        ok: false,
+        reason: InvalidReason.tooLarge,
+        message: `event is ${size} bytes, over the limit of ${limits.maxEventBytes}`,
+      };
     try {
       obj = JSON.parse(typeof data === 'string' ? data : decoder.decode(data));
     } catch (e) {
-      return { ok: false, reason: InvalidReason.notJson, message: `event is not JSON: ${(e as Error).message}` };
+      return {
+        ok: false,
+        reason: InvalidReason.notJson,
+        message: `event is not JSON: ${(e as Error).message}`,
+      };
     }
   }
   if (typeof obj !== 'object' || obj === null || Array.isArray(obj)) {
-    return { ok: false, reason: InvalidReason.notObject, message: 'event must be a JSON object such as {"type": "payment", ...}' };
+    return {
+      ok: false,
+      reason: InvalidReason.notObject,
+      message: 'event must be a JSON object such as {"type": "payment", ...}',
+    };
   }
   const event = obj as Record<string, unknown>;
-  if (Object.hasOwn(event, '__proto__') || Object.hasOwn(event, 'constructor') || Object.hasOwn(event, 'prototype')) {
-    return { ok: false, reason: InvalidReason.forbiddenField, message: 'event has a field named __proto__, constructor or prototype; rename it' };
+  if (
+    Object.hasOwn(event, '__proto__') ||
+    Object.hasOwn(event, 'constructor') ||
+    Object.hasOwn(event, 'prototype')
+  ) {
+    return {
+      ok: false,
+      reason: InvalidReason.forbiddenField,
+      message: 'event has a field named __proto__, constructor or prototype; rename it',
+    };
   }
   const type = event.type;
   if (typeof type !== 'string' || type.length === 0) {
-    return { ok: false, reason: InvalidReason.missingType, message: 'event needs a non-empty string field "type"' };
+    return {
+      ok: false,
+      reason: InvalidReason.missingType,
+      message: 'event needs a non-empty string field "type"',
+    };
   }
   let ts = publishTs;
   if (Object.hasOwn(event, 'ts') && event.ts !== undefined && event.ts !== null) {
     const t = eventTime(event.ts);
-    if (t === undefined) return { ok: false, reason: InvalidReason.badTs, message: `event "ts" must be integer milliseconds since the epoch or an ISO-8601 time, got ${JSON.stringify(event.ts)}` };
+    if (t === undefined)
+      return {
+        ok: false,
+        reason: InvalidReason.badTs,
+        message: `event "ts" must be integer milliseconds since the epoch or an ISO-8601 time, got ${JSON.stringify(event.ts)}`,
+      };
     ts = t;
   }
   const rawId = event.id;
-  const id = typeof rawId === 'string' ? rawId : typeof rawId === 'number' ? String(rawId) : undefined;
+  const id =
+    typeof rawId === 'string' ? rawId : typeof rawId === 'number' ? String(rawId) : undefined;
   return { ok: true, event, type, ts, id };
 }

@@ -3,15 +3,48 @@
  * the partition state machine. Pure and deterministic; no I/O.
  */
 export { alertId } from './alert.js';
-export { applyControl, parseControl, restoreRuleSet, validateControl, type ControlOutcome, type StateChange } from './apply-control.js';
-export { compileCondition, evalContext, type CompiledCondition, type EvalContext } from './compile-condition.js';
-export { compileRule, incompatibility, stateId, type CompiledPattern, type CompiledRule } from './compile-rule.js';
+export {
+  applyControl,
+  parseControl,
+  restoreRuleSet,
+  validateControl,
+  type ControlOutcome,
+  type StateChange,
+} from './apply-control.js';
+export {
+  compileCondition,
+  evalContext,
+  type CompiledCondition,
+  type EvalContext,
+} from './compile-condition.js';
+export {
+  compileRule,
+  incompatibility,
+  stateId,
+  type CompiledPattern,
+  type CompiledRule,
+} from './compile-rule.js';
 export { parseDuration } from './duration.js';
-export { RuleEvaluationError, RulesErrorCode, SnapshotError, ValidationError, VigilError, pointer, type Problem } from './errors.js';
+export {
+  RuleEvaluationError,
+  RulesErrorCode,
+  SnapshotError,
+  ValidationError,
+  VigilError,
+  pointer,
+  type Problem,
+} from './errors.js';
 export { InvalidReason, parseEvent, type ParseEventResult, type ParsedEvent } from './event.js';
 export { FORBIDDEN_NAMES, parsePath, resolveSegments } from './json-path.js';
 export { DEFAULT_LIMITS, resolveLimits, type RuleLimits } from './limits.js';
-export { compileModel, isValidId, lookupFact, validateModel, type CompiledModel, type ModelRegistry } from './models.js';
+export {
+  compileModel,
+  isValidId,
+  lookupFact,
+  validateModel,
+  type CompiledModel,
+  type ModelRegistry,
+} from './models.js';
 export { DECORATOR_NAMES, OPERATOR_NAMES, resolveOperator, type OperatorFn } from './operators.js';
 export {
   createPartition,
@@ -25,7 +58,13 @@ export {
   type ProcessResult,
   type RuleError,
 } from './partition.js';
-export { buildRuleSet, emptyRuleSet, ruleSetToJSON, type RuleSet, type RuleSetJSON } from './rule-set.js';
+export {
+  buildRuleSet,
+  emptyRuleSet,
+  ruleSetToJSON,
+  type RuleSet,
+  type RuleSetJSON,
+} from './rule-set.js';
 export { restorePartition, snapshotPartition } from './snapshot.js';
 export type {
   AbsencePattern,
@@ -53,4 +92,9 @@ export type {
 } from './types.js';
 export { CONTROL_OPS } from './types.js';
 export { validateRule, type ValidatedRule } from './validate-rule.js';
-export { newRefs, validateTopCondition, type ConditionRefs, type ConditionScope } from './validate-condition.js';
+export {
+  newRefs,
+  validateTopCondition,
+  type ConditionRefs,
+  type ConditionScope,
+} from './validate-condition.js';

@@ -6,14 +6,23 @@
  */
 
 /** Property names that could reach an object's prototype; refused in facts, paths and fields. */
-export const FORBIDDEN_NAMES: ReadonlySet<string> = new Set(['__proto__', 'constructor', 'prototype']);
+export const FORBIDDEN_NAMES: ReadonlySet<string> = new Set([
+  '__proto__',
+  'constructor',
+  'prototype',
+]);
 
 const SEGMENT = /^(?:\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]|\['([A-Za-z0-9_ -]+)'\])/;
 
 /** Parses a path into its segments, or returns a sentence saying how to fix it. */
-export function parsePath(path: string): { ok: true; segments: string[] } | { ok: false; message: string } {
+export function parsePath(
+  path: string,
+): { ok: true; segments: string[] } | { ok: false; message: string } {
   if (!path.startsWith('$')) {
-    return { ok: false, message: `path "${path}" must start with "$", e.g. "$.amount" or "$.items[0].price"` };
+    return {
+      ok: false,
+      message: `path "${path}" must start with "$", e.g. "$.amount" or "$.items[0].price"`,
+    };
   }
   const segments: string[] = [];
   let rest = path.slice(1);
@@ -27,7 +36,10 @@ export function parsePath(path: string): { ok: true; segments: string[] } | { ok
     }
     const name = m[1] ?? m[2] ?? m[3] ?? '';
     if (FORBIDDEN_NAMES.has(name)) {
-      return { ok: false, message: `path "${path}" names "${name}", which is not allowed; use another property name` };
+      return {
+        ok: false,
+        message: `path "${path}" names "${name}", which is not allowed; use another property name`,
+      };
     }
     segments.push(name);
     rest = rest.slice(m[0].length);

@@ -59,12 +59,18 @@ export function resolveLimits(partial: Partial<RuleLimits> = {}): RuleLimits {
   const problems: Problem[] = [];
   for (const [name, value] of Object.entries(partial)) {
     if (!Object.hasOwn(DEFAULT_LIMITS, name)) {
-      problems.push({ pointer: `/${name}`, message: `unknown limit "${name}"; known limits are ${Object.keys(DEFAULT_LIMITS).join(', ')}` });
+      problems.push({
+        pointer: `/${name}`,
+        message: `unknown limit "${name}"; known limits are ${Object.keys(DEFAULT_LIMITS).join(', ')}`,
+      });
       continue;
     }
     if (value === undefined) continue;
     if (typeof value !== 'number' || !Number.isSafeInteger(value) || value <= 0) {
-      problems.push({ pointer: `/${name}`, message: `limit "${name}" must be a positive integer, got ${JSON.stringify(value)}` });
+      problems.push({
+        pointer: `/${name}`,
+        message: `limit "${name}" must be a positive integer, got ${JSON.stringify(value)}`,
+      });
       continue;
     }
     merged[name] = value;

@@ -5,9 +5,23 @@ import type { Feature, LookupModel, Model, ScorerModel } from './types.js';
 
 /** A model ready to be used from conditions: scorers as `model:<id>`, lookups as `list:<id>`. */
 export type CompiledModel =
-  | { readonly kind: 'scorer'; readonly def: ScorerModel; readonly score: (event: Readonly<Record<string, unknown>>) => number }
-  | { readonly kind: 'set'; readonly def: LookupModel; readonly set: ReadonlySet<unknown>; readonly values: readonly unknown[] }
-  | { readonly kind: 'map'; readonly def: LookupModel; readonly map: ReadonlyMap<string, unknown>; readonly entries: Readonly<Record<string, unknown>> };
+  | {
+      readonly kind: 'scorer';
+      readonly def: ScorerModel;
+      readonly score: (event: Readonly<Record<string, unknown>>) => number;
+    }
+  | {
+      readonly kind: 'set';
+      readonly def: LookupModel;
+      readonly set: ReadonlySet<unknown>;
+      readonly values: readonly unknown[];
+    }
+  | {
+      readonly kind: 'map';
+      readonly def: LookupModel;
+      readonly map: ReadonlyMap<string, unknown>;
+      readonly entries: Readonly<Record<string, unknown>>;
+    };
 
 export type ModelRegistry = ReadonlyMap<string, CompiledModel>;
 
@@ -23,13 +37,22 @@ function isObject(v: unknown): v is Record<string, unknown> {
 }
 
 function isRange(v: unknown): v is [number, number] {
-  return Array.isArray(v) && v.length === 2 && v.every((x) => typeof x === 'number' && Number.isFinite(x)) && (v[0] as number) <= (v[1] as number);
+  return (
+    Array.isArray(v) &&
+    v.length === 2 &&
+    v.every((x) => typeof x === 'number' && Number.isFinite(x)) &&
+    (v[0] as number) <= (v[1] as number)
+  );
 }
 
 function validateFeatures(model: Record<string, unknown>, at: string, problems: Problem[]): void {
   const features = model.features;
   if (!Array.isArray(features) || features.length === 0) {
-    problems.push({ pointer: pointer(at, 'features'), message: 'features must be a non-empty array of {"name", "field"?, "transform"?, "default"?, "clamp"?}' });
+    problems.push({
+      pointer: pointer(at, 'features'),
+      message:
+        'features must be a non-empty array of {"name", "field"?, "transform"?, "default"?, "clamp"?}',
+    });
     return;
   }
   const names = new Set<string>();
@@ -39,74 +62,156 @@ function validateFeatures(model: Record<string, unknown>, at: string, problems: 
       problems.push({ pointer: fat, message: 'a feature needs a non-empty "name"' });
       return;
     }
-    if (names.has(f.name)) problems.push({ pointer: pointer(fat, 'name'), message: `feature "${f.name}" is listed twice` });
+    if (names.has(f.name))
+      problems.push({
+        pointer: pointer(fat, 'name'),
+        message: `feature "${f.name}" is listed twice`,
+      });
     names.add(f.name);
     const field = f.field ?? f.name;
-    if (typeof field !== 'string' || FORBIDDEN_NAMES.has(field)) problems.push({ pointer: pointer(fat, 'field'), message: 'field must name an event field (not __proto__, constructor or prototype)' });
-    if (f.transform !== undefined && !['identity', 'log1p', 'bool'].includes(f.transform as string)) {
-      problems.push({ pointer: pointer(fat, 'transform'), message: 'transform must be "identity", "log1p" or "bool"' });
+    if (typeof field !== 'string' || FORBIDDEN_NAMES.has(field))
+      problems.push({
+        pointer: pointer(fat, 'field'),
+        message: 'field must name an event field (not __proto__, constructor or prototype)',
+      });
+    if (
+      f.transform !== undefined &&
+      !['identity', 'log1p', 'bool'].includes(f.transform as string)
+    ) {
+      problems.push({
+        pointer: pointer(fat, 'transform'),
+        message: 'transform must be "identity", "log1p" or "bool"',
+      });
     }
     if (f.default !== undefined && (typeof f.default !== 'number' || !Number.isFinite(f.default))) {
-      problems.push({ pointer: pointer(fat, 'default'), message: 'default must be a finite number' });
+      problems.push({
+        pointer: pointer(fat, 'default'),
+        message: 'default must be a finite number',
+      });
     }
-    if (f.clamp !== undefined && !isRange(f.clamp)) problems.push({ pointer: pointer(fat, 'clamp'), message: 'clamp must be [min, max] with min <= max' });
+    if (f.clamp !== undefined && !isRange(f.clamp))
+      problems.push({
+        pointer: pointer(fat, 'clamp'),
+        message: 'clamp must be [min, max] with min <= max',
+      });
   });
   const weights = model.weights;
   if (!isObject(weights)) {
-    problems.push({ pointer: pointer(at, 'weights'), message: 'weights must be an object mapping each feature name to a number' });
+    problems.push({
+      pointer: pointer(at, 'weights'),
+      message: 'weights must be an object mapping each feature name to a number',
+    });
     return;
   }
   for (const name of names) {
     const w = weights[name];
-    if (typeof w !== 'number' || !Number.isFinite(w)) problems.push({ pointer: pointer(at, 'weights', name), message: `feature "${name}" needs a finite numeric weight` });
+    if (typeof w !== 'number' || !Number.isFinite(w))
+      problems.push({
+        pointer: pointer(at, 'weights', name),
+        message: `feature "${name}" needs a finite numeric weight`,
+      });
   }
   for (const k of Object.keys(weights)) {
-    if (!names.has(k)) problems.push({ pointer: pointer(at, 'weights', k), message: `weight "${k}" names no feature; add the feature or remove the weight` });
+    if (!names.has(k))
+      problems.push({
+        pointer: pointer(at, 'weights', k),
+        message: `weight "${k}" names no feature; add the feature or remove the weight`,
+      });
   }
 }
 
 /** Validates a model definition, appending every problem found. */
-export function validateModel(model: unknown, at: string, limits: RuleLimits, problems: Problem[]): model is Model {
+export function validateModel(
+  model: unknown,
+  at: string,
+  limits: RuleLimits,
+  problems: Problem[],
+): model is Model {
   const before = problems.length;
   if (!isObject(model)) {
-    problems.push({ pointer: at, message: 'a model must be an object with "id" and "kind" ("logistic", "linear" or "lookup")' });
+    problems.push({
+      pointer: at,
+      message: 'a model must be an object with "id" and "kind" ("logistic", "linear" or "lookup")',
+    });
     return false;
   }
-  if (!isValidId(model.id)) problems.push({ pointer: pointer(at, 'id'), message: 'id must be 1-128 letters, digits, "_", "." or "-", starting with a letter or digit' });
-  if (model.description !== undefined && typeof model.description !== 'string') problems.push({ pointer: pointer(at, 'description'), message: 'description must be a string' });
+  if (!isValidId(model.id))
+    problems.push({
+      pointer: pointer(at, 'id'),
+      message: 'id must be 1-128 letters, digits, "_", "." or "-", starting with a letter or digit',
+    });
+  if (model.description !== undefined && typeof model.description !== 'string')
+    problems.push({ pointer: pointer(at, 'description'), message: 'description must be a string' });
   switch (model.kind) {
     case 'logistic':
     case 'linear':
       validateFeatures(model, at, problems);
-      if (model.bias !== undefined && (typeof model.bias !== 'number' || !Number.isFinite(model.bias))) problems.push({ pointer: pointer(at, 'bias'), message: 'bias must be a finite number' });
-      if (model.clamp !== undefined && !isRange(model.clamp)) problems.push({ pointer: pointer(at, 'clamp'), message: 'clamp must be [min, max] with min <= max' });
+      if (
+        model.bias !== undefined &&
+        (typeof model.bias !== 'number' || !Number.isFinite(model.bias))
+      )
+        problems.push({ pointer: pointer(at, 'bias'), message: 'bias must be a finite number' });
+      if (model.clamp !== undefined && !isRange(model.clamp))
+        problems.push({
+          pointer: pointer(at, 'clamp'),
+          message: 'clamp must be [min, max] with min <= max',
+        });
       break;
     case 'lookup': {
       const hasValues = model.values !== undefined;
       const hasEntries = model.entries !== undefined;
       if (hasValues === hasEntries) {
-        problems.push({ pointer: at, message: 'a lookup needs exactly one of "values" (a set, e.g. a blocklist) or "entries" (a map)' });
+        problems.push({
+          pointer: at,
+          message:
+            'a lookup needs exactly one of "values" (a set, e.g. a blocklist) or "entries" (a map)',
+        });
         break;
       }
       if (hasValues) {
         const values = model.values;
-        if (!Array.isArray(values) || !values.every((v) => typeof v === 'string' || (typeof v === 'number' && Number.isFinite(v)))) {
-          problems.push({ pointer: pointer(at, 'values'), message: 'values must be an array of strings and numbers' });
+        if (
+          !Array.isArray(values) ||
+          !values.every(
+            (v) => typeof v === 'string' || (typeof v === 'number' && Number.isFinite(v)),
+          )
+        ) {
+          problems.push({
+            pointer: pointer(at, 'values'),
+            message: 'values must be an array of strings and numbers',
+          });
         } else if (values.length > limits.maxLookupEntries) {
-          problems.push({ pointer: pointer(at, 'values'), message: `values has ${values.length} items, over the limit of ${limits.maxLookupEntries}` });
+          problems.push({
+            pointer: pointer(at, 'values'),
+            message: `values has ${values.length} items, over the limit of ${limits.maxLookupEntries}`,
+          });
         }
       } else if (!isObject(model.entries)) {
-        problems.push({ pointer: pointer(at, 'entries'), message: 'entries must be an object mapping keys to values' });
+        problems.push({
+          pointer: pointer(at, 'entries'),
+          message: 'entries must be an object mapping keys to values',
+        });
       } else {
         const keys = Object.keys(model.entries);
-        if (keys.length > limits.maxLookupEntries) problems.push({ pointer: pointer(at, 'entries'), message: `entries has ${keys.length} keys, over the limit of ${limits.maxLookupEntries}` });
+        if (keys.length > limits.maxLookupEntries)
+          problems.push({
+            pointer: pointer(at, 'entries'),
+            message: `entries has ${keys.length} keys, over the limit of ${limits.maxLookupEntries}`,
+          });
         const bad = keys.find((k) => FORBIDDEN_NAMES.has(k));
-        if (bad !== undefined) problems.push({ pointer: pointer(at, 'entries', bad), message: `entries may not have the key "${bad}"` });
+        if (bad !== undefined)
+          problems.push({
+            pointer: pointer(at, 'entries', bad),
+            message: `entries may not have the key "${bad}"`,
+          });
       }
       break;
     }
     default:
-      problems.push({ pointer: pointer(at, 'kind'), message: `kind must be "logistic", "linear" or "lookup", got ${JSON.stringify(model.kind)}` });
+      problems.push({
+        pointer: pointer(at, 'kind'),
+        message: `kind must be "logistic", "linear" or "lookup", got ${JSON.stringify(model.kind)}`,
+      });
   }
   return problems.length === before;
 }
@@ -155,7 +260,11 @@ export function compileModel(model: Model): CompiledModel {
  * entries (an object). With `params.key`: for a set, whether the event's field is in it; for a
  * map, the entry for the event's field (undefined when absent).
  */
-export function lookupFact(model: CompiledModel, event: Readonly<Record<string, unknown>>, key: string | undefined): unknown {
+export function lookupFact(
+  model: CompiledModel,
+  event: Readonly<Record<string, unknown>>,
+  key: string | undefined,
+): unknown {
   if (model.kind === 'scorer') return undefined;
   if (key === undefined) return model.kind === 'set' ? model.values : model.entries;
   const v = Object.hasOwn(event, key) ? event[key] : undefined;

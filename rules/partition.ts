@@ -15,7 +15,13 @@ import type { Alert, EventRef } from './types.js';
 /** One record of a partition's log, in log order. */
 export type PartitionRecord =
   /** An event; `data` is the payload (bytes, text, or an already parsed object). */
-  | { readonly kind: 'event'; readonly seq: number; readonly key: string; readonly data: unknown; readonly publishTs: number }
+  | {
+      readonly kind: 'event';
+      readonly seq: number;
+      readonly key: string;
+      readonly data: unknown;
+      readonly publishTs: number;
+    }
   /** An epoch marker: from here on, `ruleSet` (the rules after `CONTROL` sequence `ruleSet.controlSeq`) is in force. */
   | { readonly kind: 'marker'; readonly seq: number; readonly ruleSet: RuleSet }
   /** A time tick for an idle partition: no event older than `ts − outOfOrderMs` will come. */
@@ -28,10 +34,27 @@ export interface PartitionOptions {
   readonly limits?: RuleLimits;
 }
 
-export interface LateEvent { readonly seq: number; readonly ts: number; readonly watermark: number }
-export interface InvalidEvent { readonly seq: number; readonly reason: InvalidReason; readonly message: string }
-export interface RuleError { readonly seq: number; readonly ruleId: string; readonly error: RuleEvaluationError }
-export interface Overflow { readonly ruleId: string; readonly key: string; readonly dropped: number; readonly limit: string }
+export interface LateEvent {
+  readonly seq: number;
+  readonly ts: number;
+  readonly watermark: number;
+}
+export interface InvalidEvent {
+  readonly seq: number;
+  readonly reason: InvalidReason;
+  readonly message: string;
+}
+export interface RuleError {
+  readonly seq: number;
+  readonly ruleId: string;
+  readonly error: RuleEvaluationError;
+}
+export interface Overflow {
+  readonly ruleId: string;
+  readonly key: string;
+  readonly dropped: number;
+  readonly limit: string;
+}
 
 /** What one record produced. Nothing is dropped silently: every event is judged, late, or invalid. */
 export interface ProcessResult {
@@ -94,13 +117,16 @@ export interface PartitionState {
   timerN: number;
 }
 
-export const bufferOrder = (a: Buffered, b: Buffered): boolean => a.ts < b.ts || (a.ts === b.ts && a.seq < b.seq);
-export const timerOrder = (a: Timer, b: Timer): boolean => a.time < b.time || (a.time === b.time && a.n < b.n);
+export const bufferOrder = (a: Buffered, b: Buffered): boolean =>
+  a.ts < b.ts || (a.ts === b.ts && a.seq < b.seq);
+export const timerOrder = (a: Timer, b: Timer): boolean =>
+  a.time < b.time || (a.time === b.time && a.n < b.n);
 
 /** A new partition with the given rule set in force. */
 export function createPartition(ruleSet: RuleSet, options: PartitionOptions): PartitionState {
   const outOfOrderMs = options.outOfOrderMs ?? 0;
-  if (!Number.isSafeInteger(outOfOrderMs) || outOfOrderMs < 0) throw new RangeError(`outOfOrderMs must be a non-negative integer, got ${outOfOrderMs}`);
+  if (!Number.isSafeInteger(outOfOrderMs) || outOfOrderMs < 0)
+    throw new RangeError(`outOfOrderMs must be a non-negative integer, got ${outOfOrderMs}`);
   return {
     partition: options.partition,
     outOfOrderMs,
@@ -118,13 +144,29 @@ export function createPartition(ruleSet: RuleSet, options: PartitionOptions): Pa
 }
 
 function newResult(): ProcessResult {
-  return { alerts: [], late: [], invalid: [], errors: [], overflows: [], suppressed: 0, applied: undefined };
+  return {
+    alerts: [],
+    late: [],
+    invalid: [],
+    errors: [],
+    overflows: [],
+    suppressed: 0,
+    applied: undefined,
+  };
 }
 
-function keyOf(rule: CompiledRule, event: Readonly<Record<string, unknown>>, partitionKey: string): string | undefined {
+function keyOf(
+  rule: CompiledRule,
+  event: Readonly<Record<string, unknown>>,
+  partitionKey: string,
+): string | undefined {
   if (rule.keyField === undefined) return partitionKey;
   const v = Object.hasOwn(event, rule.keyField) ? event[rule.keyField] : undefined;
-  return typeof v === 'string' ? v : typeof v === 'number' && Number.isFinite(v) ? String(v) : undefined;
+  return typeof v === 'string'
+    ? v
+    : typeof v === 'number' && Number.isFinite(v)
+      ? String(v)
+      : undefined;
 }
 
 function keyState(st: PartitionState, rule: CompiledRule, key: string): KeyState {
@@ -150,7 +192,14 @@ function host(st: PartitionState, out: ProcessResult): OperatorHost {
         }
         ks.sup = a.ts;
       }
-      const vars = (name: string): unknown => (name === 'key' ? a.key : name === 'ruleId' ? rule.id : Object.hasOwn(a.fields, name) ? a.fields[name] : undefined);
+      const vars = (name: string): unknown =>
+        name === 'key'
+          ? a.key
+          : name === 'ruleId'
+            ? rule.id
+            : Object.hasOwn(a.fields, name)
+              ? a.fields[name]
+              : undefined;
       out.alerts.push({
         id: alertId(rule.id, rule.version, a.idParts),
         ruleId: rule.id,
@@ -165,7 +214,11 @@ function host(st: PartitionState, out: ProcessResult): OperatorHost {
       });
     },
     error(rule, ref, message, cause) {
-      out.errors.push({ seq: ref.seq, ruleId: rule.id, error: new RuleEvaluationError(rule.id, cause ?? new Error(message)) });
+      out.errors.push({
+        seq: ref.seq,
+        ruleId: rule.id,
+        error: new RuleEvaluationError(rule.id, cause ?? new Error(message)),
+      });
     },
     overflow(rule, key, dropped, limit) {
       out.overflows.push({ ruleId: rule.id, key, dropped, limit });
@@ -195,7 +248,12 @@ function dropIfIdle(st: PartitionState, rule: CompiledRule, key: string, ks: Key
 }
 
 /** Judges an event under the rule set in force at its log position; stateful rules see it later, in event-time order. */
-function onEvent(st: PartitionState, rec: Extract<PartitionRecord, { kind: 'event' }>, out: ProcessResult, h: OperatorHost): void {
+function onEvent(
+  st: PartitionState,
+  rec: Extract<PartitionRecord, { kind: 'event' }>,
+  out: ProcessResult,
+  h: OperatorHost,
+): void {
   const parsed = parseEvent(rec.data, rec.publishTs, st.limits);
   if (!parsed.ok) {
     out.invalid.push({ seq: rec.seq, reason: parsed.reason, message: parsed.message });
@@ -216,19 +274,32 @@ function onEvent(st: PartitionState, rec: Extract<PartitionRecord, { kind: 'even
     let trigger = rule.types === undefined || rule.types.has(type);
     let expected = false;
     try {
-      if (trigger && rule.when !== undefined) trigger = rule.when((ctx ??= evalContext(event, rs.models)));
+      if (trigger && rule.when !== undefined)
+        trigger = rule.when((ctx ??= evalContext(event, rs.models)));
       const p = rule.pattern;
       if (p?.kind === 'absence' && (p.expectAny || p.expectTypes.has(type))) {
-        expected = p.expectWhen === undefined || p.expectWhen((ctx ??= evalContext(event, rs.models)));
+        expected =
+          p.expectWhen === undefined || p.expectWhen((ctx ??= evalContext(event, rs.models)));
       }
     } catch (err) {
-      out.errors.push({ seq: rec.seq, ruleId: rule.id, error: new RuleEvaluationError(rule.id, err) });
+      out.errors.push({
+        seq: rec.seq,
+        ruleId: rule.id,
+        error: new RuleEvaluationError(rule.id, err),
+      });
       continue;
     }
     if (rule.pattern === undefined) {
       if (!trigger) continue;
       const ks = rule.suppressForMs > 0 ? keyState(st, rule, key) : {};
-      h.alert(rule, ks, { key, ts, events: [ref], values: {}, idParts: `e|${rec.seq}`, fields: event });
+      h.alert(rule, ks, {
+        key,
+        ts,
+        events: [ref],
+        values: {},
+        idParts: `e|${rec.seq}`,
+        fields: event,
+      });
     } else if (trigger || expected) {
       (hits ??= []).push({ rule, key, trigger, expected });
     }
@@ -237,19 +308,19 @@ function onEvent(st: PartitionState, rec: Extract<PartitionRecord, { kind: 'even
     st.buffer.push({ ts, seq: rec.seq, id, event, ruleSet: rs, hits });
     st.tags.set(rs, (st.tags.get(rs) ?? 0) + 1);
   }
-  advance(st, ts, out, h);
+  advance(st, ts, h);
 }
 
-function advance(st: PartitionState, ts: number, out: ProcessResult, h: OperatorHost): void {
+function advance(st: PartitionState, ts: number, h: OperatorHost): void {
   if (ts > st.maxTs) {
     st.maxTs = ts;
     st.watermark = Math.max(st.watermark, ts - st.outOfOrderMs - 1);
   }
-  release(st, out, h);
+  release(st, h);
 }
 
 /** Releases buffered events up to the watermark in (ts, seq) order, firing due timers first. */
-function release(st: PartitionState, out: ProcessResult, h: OperatorHost): void {
+function release(st: PartitionState, h: OperatorHost): void {
   for (let b = st.buffer.peek(); b !== undefined && b.ts <= st.watermark; b = st.buffer.peek()) {
     st.buffer.pop();
     // Timers strictly before the event fire first: an event exactly at a deadline is too late to cancel it.
@@ -263,13 +334,19 @@ function release(st: PartitionState, out: ProcessResult, h: OperatorHost): void 
     }
   }
   fireTimers(st, st.watermark, h);
-  void out;
 }
 
 function applyHit(st: PartitionState, b: Buffered, hit: Hit, h: OperatorHost): void {
   const rule = hit.rule;
   const ks = keyState(st, rule, hit.key);
-  const e: OperatorEvent = { event: b.event, ref: b.id === undefined ? { seq: b.seq, ts: b.ts } : { seq: b.seq, id: b.id, ts: b.ts }, key: hit.key, models: b.ruleSet.models, trigger: hit.trigger, expected: hit.expected };
+  const e: OperatorEvent = {
+    event: b.event,
+    ref: b.id === undefined ? { seq: b.seq, ts: b.ts } : { seq: b.seq, id: b.id, ts: b.ts },
+    key: hit.key,
+    models: b.ruleSet.models,
+    trigger: hit.trigger,
+    expected: hit.expected,
+  };
   const p = rule.pattern;
   if (p?.kind === 'threshold') {
     if (hit.trigger) thresholdEvent(rule, p, ks, e, h);
@@ -314,7 +391,11 @@ function collectLineages(st: PartitionState): void {
   for (const sid of [...st.states.keys()]) if (!live.has(sid)) st.states.delete(sid);
 }
 
-function onMarker(st: PartitionState, rec: Extract<PartitionRecord, { kind: 'marker' }>, out: ProcessResult): void {
+function onMarker(
+  st: PartitionState,
+  rec: Extract<PartitionRecord, { kind: 'marker' }>,
+  out: ProcessResult,
+): void {
   // A marker for a control sequence already in force (a duplicate, or one written twice during a handoff) changes nothing.
   if (rec.ruleSet.controlSeq <= st.ruleSet.controlSeq) return;
   st.ruleSet = rec.ruleSet;
@@ -338,7 +419,7 @@ export function processRecord(st: PartitionState, rec: PartitionRecord): Process
       onMarker(st, rec, out);
       break;
     case 'tick':
-      advance(st, rec.ts, out, h);
+      advance(st, rec.ts, h);
       break;
   }
   st.offset = rec.seq;

@@ -29,7 +29,9 @@ export function buildRuleSet(
   models: ReadonlyMap<string, CompiledModel>,
   refs: ReadonlyMap<string, ConditionRefs>,
 ): RuleSet {
-  const active = [...rules.values()].filter((r) => !r.paused).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  const active = [...rules.values()]
+    .filter((r) => !r.paused)
+    .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   const anyType = active.filter((r) => r.indexTypes.includes('*'));
   const byType = new Map<string, CompiledRule[]>();
   for (const r of active) {
@@ -41,7 +43,11 @@ export function buildRuleSet(
     }
   }
   if (anyType.length > 0) {
-    for (const [t, list] of byType) byType.set(t, [...list, ...anyType].sort((a, b) => (a.id < b.id ? -1 : 1)));
+    for (const [t, list] of byType)
+      byType.set(
+        t,
+        [...list, ...anyType].sort((a, b) => (a.id < b.id ? -1 : 1)),
+      );
   }
   const fallback = anyType.length > 0 ? Object.freeze(anyType) : NO_RULES;
   return {
@@ -63,7 +69,12 @@ export function emptyRuleSet(): RuleSet {
 export interface RuleSetJSON {
   readonly format: 'vigil.rule-set.v1';
   readonly controlSeq: number;
-  readonly rules: readonly { readonly rule: Rule; readonly version: number; readonly stateEpoch: number; readonly paused: boolean }[];
+  readonly rules: readonly {
+    readonly rule: Rule;
+    readonly version: number;
+    readonly stateEpoch: number;
+    readonly paused: boolean;
+  }[];
   readonly models: readonly Model[];
 }
 
@@ -72,7 +83,12 @@ export function ruleSetToJSON(rs: RuleSet): RuleSetJSON {
   return {
     format: 'vigil.rule-set.v1',
     controlSeq: rs.controlSeq,
-    rules: [...rs.rules.values()].map((r) => ({ rule: r.def, version: r.version, stateEpoch: r.stateEpoch, paused: r.paused })),
+    rules: [...rs.rules.values()].map((r) => ({
+      rule: r.def,
+      version: r.version,
+      stateEpoch: r.stateEpoch,
+      paused: r.paused,
+    })),
     models: [...rs.models.values()].map((m) => m.def),
   };
 }

@@ -1,13 +1,25 @@
 import type { KeyState } from './cep/host.js';
 import type { SlidingState, TumblingState } from './cep/threshold.js';
 import { SnapshotError } from './errors.js';
-import { createPartition, type Hit, type PartitionOptions, type PartitionState } from './partition.js';
+import {
+  createPartition,
+  type Hit,
+  type PartitionOptions,
+  type PartitionState,
+} from './partition.js';
 import type { RuleSet } from './rule-set.js';
 
 const FORMAT = 'vigil.partition.v1';
 
 type StateJSON = [key: string, sup: number | null, op: unknown];
-type BufferedJSON = [ts: number, seq: number, id: string | null, event: unknown, controlSeq: number, hits: [ruleId: string, key: string, trigger: 0 | 1, expected: 0 | 1][]];
+type BufferedJSON = [
+  ts: number,
+  seq: number,
+  id: string | null,
+  event: unknown,
+  controlSeq: number,
+  hits: [ruleId: string, key: string, trigger: 0 | 1, expected: 0 | 1][],
+];
 type TimerJSON = [time: number, n: number, ruleId: string, epoch: number, key: string];
 
 interface PartitionJSON {
@@ -26,9 +38,23 @@ interface PartitionJSON {
 function opToJSON(op: unknown): unknown {
   const s = op as SlidingState | TumblingState | undefined;
   if (s?.k === 's') {
-    return { ...s, h: 0, t: s.t.slice(s.h), v: s.v.slice(s.h), mn: s.mn.map((i) => i - s.h), mx: s.mx.map((i) => i - s.h), d: s.d ? [...s.d] : null };
+    return {
+      ...s,
+      h: 0,
+      t: s.t.slice(s.h),
+      v: s.v.slice(s.h),
+      mn: s.mn.map((i) => i - s.h),
+      mx: s.mx.map((i) => i - s.h),
+      d: s.d ? [...s.d] : null,
+    };
   }
-  if (s?.k === 't') return { ...s, d: s.d ? [...s.d] : null, min: Number.isFinite(s.min) ? s.min : null, max: Number.isFinite(s.max) ? s.max : null };
+  if (s?.k === 't')
+    return {
+      ...s,
+      d: s.d ? [...s.d] : null,
+      min: Number.isFinite(s.min) ? s.min : null,
+      max: Number.isFinite(s.max) ? s.max : null,
+    };
   return op;
 }
 
@@ -57,8 +83,20 @@ export function snapshotPartition(st: PartitionState): Uint8Array {
     maxTs: num(st.maxTs),
     watermark: num(st.watermark),
     controlSeq: st.ruleSet.controlSeq,
-    buffer: st.buffer.sorted().map((b) => [b.ts, b.seq, b.id ?? null, b.event, b.ruleSet.controlSeq, b.hits.map((x) => [x.rule.id, x.key, x.trigger ? 1 : 0, x.expected ? 1 : 0])]),
-    states: [...st.states].map(([sid, byKey]) => [sid, [...byKey].map(([key, ks]): StateJSON => [key, ks.sup ?? null, opToJSON(ks.op)])]),
+    buffer: st.buffer
+      .sorted()
+      .map((b) => [
+        b.ts,
+        b.seq,
+        b.id ?? null,
+        b.event,
+        b.ruleSet.controlSeq,
+        b.hits.map((x) => [x.rule.id, x.key, x.trigger ? 1 : 0, x.expected ? 1 : 0]),
+      ]),
+    states: [...st.states].map(([sid, byKey]) => [
+      sid,
+      [...byKey].map(([key, ks]): StateJSON => [key, ks.sup ?? null, opToJSON(ks.op)]),
+    ]),
     timers: st.timers.sorted().map((t) => [t.time, t.n, t.ruleId, t.epoch, t.key]),
     timerN: st.timerN,
   };
@@ -71,20 +109,30 @@ export function snapshotPartition(st: PartitionState): Uint8Array {
  * were judged under). The restored partition behaves exactly like the original.
  * @throws SnapshotError when the bytes are not a snapshot or a rule set is missing.
  */
-export function restorePartition(bytes: Uint8Array, ruleSetAt: (controlSeq: number) => RuleSet | undefined, options: Omit<PartitionOptions, 'partition'>): PartitionState {
+export function restorePartition(
+  bytes: Uint8Array,
+  ruleSetAt: (controlSeq: number) => RuleSet | undefined,
+  options: Omit<PartitionOptions, 'partition'>,
+): PartitionState {
   let json: PartitionJSON;
   try {
     json = JSON.parse(new TextDecoder().decode(bytes)) as PartitionJSON;
   } catch (e) {
     throw new SnapshotError('partition snapshot is not JSON', e);
   }
-  if (json?.format !== FORMAT) throw new SnapshotError(`unknown partition snapshot format ${JSON.stringify(json?.format)}; expected ${FORMAT}`);
+  if (json?.format !== FORMAT)
+    throw new SnapshotError(
+      `unknown partition snapshot format ${JSON.stringify(json?.format)}; expected ${FORMAT}`,
+    );
   const sets = new Map<number, RuleSet>();
   const at = (seq: number): RuleSet => {
     let rs = sets.get(seq);
     if (rs === undefined) {
       rs = ruleSetAt(seq);
-      if (rs === undefined || rs.controlSeq !== seq) throw new SnapshotError(`the snapshot needs the rule set at control sequence ${seq}, which was not provided`);
+      if (rs === undefined || rs.controlSeq !== seq)
+        throw new SnapshotError(
+          `the snapshot needs the rule set at control sequence ${seq}, which was not provided`,
+        );
       sets.set(seq, rs);
     }
     return rs;
@@ -98,10 +146,20 @@ export function restorePartition(bytes: Uint8Array, ruleSetAt: (controlSeq: numb
     const rs = at(cs);
     const restored: Hit[] = hits.map(([ruleId, key, trigger, expected]) => {
       const rule = rs.rules.get(ruleId);
-      if (rule === undefined) throw new SnapshotError(`buffered event ${seq} names rule "${ruleId}", which the rule set at ${cs} does not hold`);
+      if (rule === undefined)
+        throw new SnapshotError(
+          `buffered event ${seq} names rule "${ruleId}", which the rule set at ${cs} does not hold`,
+        );
       return { rule, key, trigger: trigger === 1, expected: expected === 1 };
     });
-    st.buffer.push({ ts, seq, id: id ?? undefined, event: event as Record<string, unknown>, ruleSet: rs, hits: restored });
+    st.buffer.push({
+      ts,
+      seq,
+      id: id ?? undefined,
+      event: event as Record<string, unknown>,
+      ruleSet: rs,
+      hits: restored,
+    });
     st.tags.set(rs, (st.tags.get(rs) ?? 0) + 1);
   }
   for (const [sid, keys] of json.states) {
@@ -114,6 +172,7 @@ export function restorePartition(bytes: Uint8Array, ruleSetAt: (controlSeq: numb
     }
     st.states.set(sid, byKey);
   }
-  for (const [time, n, ruleId, epoch, key] of json.timers) st.timers.push({ time, n, ruleId, epoch, key });
+  for (const [time, n, ruleId, epoch, key] of json.timers)
+    st.timers.push({ time, n, ruleId, epoch, key });
   return st;
 }

@@ -173,8 +173,17 @@ export type ControlMessage =
   | { readonly op: 'upsert-model'; readonly model: Model; readonly meta?: ChangeMeta }
   | { readonly op: 'delete-model'; readonly id: string; readonly meta?: ChangeMeta }
   | { readonly op: 'clear-state'; readonly ruleId?: string; readonly meta?: ChangeMeta }
-  | { readonly op: 'replace-all'; readonly rules: readonly Rule[]; readonly models?: readonly Model[]; readonly meta?: ChangeMeta }
-  | { readonly op: 'changeset'; readonly changes: readonly ControlChange[]; readonly meta?: ChangeMeta };
+  | {
+      readonly op: 'replace-all';
+      readonly rules: readonly Rule[];
+      readonly models?: readonly Model[];
+      readonly meta?: ChangeMeta;
+    }
+  | {
+      readonly op: 'changeset';
+      readonly changes: readonly ControlChange[];
+      readonly meta?: ChangeMeta;
+    };
 
 /** The ops a changeset may hold (every op but `changeset` itself). */
 export type ControlChange = Exclude<ControlMessage, { op: 'changeset' }>;

@@ -41,7 +41,11 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
  */
 export function validateTopCondition(value: unknown, at: string, scope: ConditionScope): void {
   if (!isPlainObject(value) || !BOOLEAN_KEYS.some((k) => Object.hasOwn(value, k))) {
-    scope.problems.push({ pointer: at, message: 'a condition tree must be an object whose root is "all", "any" or "not", e.g. {"all": [{"fact": "amount", "operator": "greaterThan", "value": 100}]}' });
+    scope.problems.push({
+      pointer: at,
+      message:
+        'a condition tree must be an object whose root is "all", "any" or "not", e.g. {"all": [{"fact": "amount", "operator": "greaterThan", "value": 100}]}',
+    });
     return;
   }
   validateCondition(value, at, scope, 1);
@@ -51,7 +55,10 @@ function validatePriority(node: Record<string, unknown>, at: string, scope: Cond
   if (!Object.hasOwn(node, 'priority')) return;
   const p = node.priority;
   if (typeof p !== 'number' || !Number.isSafeInteger(p) || p < 1) {
-    scope.problems.push({ pointer: pointer(at, 'priority'), message: `priority must be a positive integer (higher runs first), got ${JSON.stringify(p)}` });
+    scope.problems.push({
+      pointer: pointer(at, 'priority'),
+      message: `priority must be a positive integer (higher runs first), got ${JSON.stringify(p)}`,
+    });
   }
   if (Object.hasOwn(node, 'name') && typeof node.name !== 'string') {
     scope.problems.push({ pointer: pointer(at, 'name'), message: 'name must be a string' });
@@ -60,40 +67,62 @@ function validatePriority(node: Record<string, unknown>, at: string, scope: Cond
 
 function validateCondition(value: unknown, at: string, scope: ConditionScope, depth: number): void {
   if (!isPlainObject(value)) {
-    scope.problems.push({ pointer: at, message: 'a condition must be an object: {"all": [...]}, {"any": [...]}, {"not": {...}} or {"fact", "operator", "value"}' });
+    scope.problems.push({
+      pointer: at,
+      message:
+        'a condition must be an object: {"all": [...]}, {"any": [...]}, {"not": {...}} or {"fact", "operator", "value"}',
+    });
     return;
   }
   const booleans = BOOLEAN_KEYS.filter((k) => Object.hasOwn(value, k));
   if (Object.hasOwn(value, 'condition')) {
-    scope.problems.push({ pointer: pointer(at, 'condition'), message: 'shared condition references are not supported; write the condition inline' });
+    scope.problems.push({
+      pointer: pointer(at, 'condition'),
+      message: 'shared condition references are not supported; write the condition inline',
+    });
     return;
   }
   if (booleans.length > 1) {
-    scope.problems.push({ pointer: at, message: `a condition may hold only one of "all", "any", "not" (found ${booleans.join(', ')}); json-rules-engine would silently ignore all but one, so nest them instead` });
+    scope.problems.push({
+      pointer: at,
+      message: `a condition may hold only one of "all", "any", "not" (found ${booleans.join(', ')}); json-rules-engine would silently ignore all but one, so nest them instead`,
+    });
     return;
   }
   validatePriority(value, at, scope);
   const op = booleans[0];
   if (op !== undefined) {
     if (depth > scope.limits.maxConditionDepth) {
-      scope.problems.push({ pointer: at, message: `conditions are nested deeper than the limit of ${scope.limits.maxConditionDepth}; flatten the tree` });
+      scope.problems.push({
+        pointer: at,
+        message: `conditions are nested deeper than the limit of ${scope.limits.maxConditionDepth}; flatten the tree`,
+      });
       return;
     }
     const extra = Object.keys(value).filter((k) => k !== op && k !== 'priority' && k !== 'name');
     if (extra.length > 0) {
-      scope.problems.push({ pointer: at, message: `a "${op}" condition cannot also have ${extra.map((k) => `"${k}"`).join(', ')}; move them into a nested condition` });
+      scope.problems.push({
+        pointer: at,
+        message: `a "${op}" condition cannot also have ${extra.map((k) => `"${k}"`).join(', ')}; move them into a nested condition`,
+      });
     }
     const children = value[op];
     if (op === 'not') {
       if (!isPlainObject(children)) {
-        scope.problems.push({ pointer: pointer(at, op), message: '"not" takes one condition object, not an array' });
+        scope.problems.push({
+          pointer: pointer(at, op),
+          message: '"not" takes one condition object, not an array',
+        });
         return;
       }
       validateCondition(children, pointer(at, op), scope, depth + 1);
       return;
     }
     if (!Array.isArray(children)) {
-      scope.problems.push({ pointer: pointer(at, op), message: `"${op}" must be an array of conditions` });
+      scope.problems.push({
+        pointer: pointer(at, op),
+        message: `"${op}" must be an array of conditions`,
+      });
       return;
     }
     children.forEach((c, i) => validateCondition(c, pointer(at, op, i), scope, depth + 1));
@@ -104,24 +133,37 @@ function validateCondition(value: unknown, at: string, scope: ConditionScope, de
 
 function validateFactName(fact: unknown, at: string, scope: ConditionScope): boolean {
   if (typeof fact !== 'string' || fact.length === 0) {
-    scope.problems.push({ pointer: at, message: 'fact must be a non-empty string: an event field, "model:<id>", "list:<id>" or "step:<name>"' });
+    scope.problems.push({
+      pointer: at,
+      message:
+        'fact must be a non-empty string: an event field, "model:<id>", "list:<id>" or "step:<name>"',
+    });
     return false;
   }
   const m = FACT_NAME.exec(fact);
   if (!m || m[2] === undefined) {
-    scope.problems.push({ pointer: at, message: `fact "${fact}" is not valid: use an event field name, or "model:<id>", "list:<id>", "step:<name>"` });
+    scope.problems.push({
+      pointer: at,
+      message: `fact "${fact}" is not valid: use an event field name, or "model:<id>", "list:<id>", "step:<name>"`,
+    });
     return false;
   }
   const [, prefix, name] = m;
   if (FORBIDDEN_NAMES.has(name)) {
-    scope.problems.push({ pointer: at, message: `fact "${fact}" names "${name}", which is not allowed; rename the field` });
+    scope.problems.push({
+      pointer: at,
+      message: `fact "${fact}" names "${name}", which is not allowed; rename the field`,
+    });
     return false;
   }
   if (prefix === 'model') scope.refs.models.add(name);
   else if (prefix === 'list') scope.refs.lists.add(name);
   else if (prefix === 'step') {
     if (!scope.stepNames.has(name)) {
-      scope.problems.push({ pointer: at, message: `fact "${fact}" names no earlier step; a step may refer only to steps before it (${[...scope.stepNames].join(', ') || 'none here'})` });
+      scope.problems.push({
+        pointer: at,
+        message: `fact "${fact}" names no earlier step; a step may refer only to steps before it (${[...scope.stepNames].join(', ') || 'none here'})`,
+      });
       return false;
     }
     scope.refs.steps.add(name);
@@ -135,12 +177,17 @@ function validateParams(params: unknown, at: string, fact: unknown, scope: Condi
     return;
   }
   for (const k of Object.keys(params)) {
-    if (FORBIDDEN_NAMES.has(k)) scope.problems.push({ pointer: pointer(at, k), message: `params may not name "${k}"` });
+    if (FORBIDDEN_NAMES.has(k))
+      scope.problems.push({ pointer: pointer(at, k), message: `params may not name "${k}"` });
   }
   if (typeof fact === 'string' && fact.startsWith('list:') && Object.hasOwn(params, 'key')) {
     const key = params.key;
     if (typeof key !== 'string' || key.length === 0 || FORBIDDEN_NAMES.has(key)) {
-      scope.problems.push({ pointer: pointer(at, 'key'), message: 'params.key of a list fact must name the event field to look up, e.g. {"key": "cardId"}' });
+      scope.problems.push({
+        pointer: pointer(at, 'key'),
+        message:
+          'params.key of a list fact must name the event field to look up, e.g. {"key": "cardId"}',
+      });
     }
   }
 }
@@ -149,10 +196,14 @@ function validateFactRef(node: Record<string, unknown>, at: string, scope: Condi
   validateFactName(node.fact, pointer(at, 'fact'), scope);
   if (Object.hasOwn(node, 'path') && node.path !== undefined) {
     if (typeof node.path !== 'string') {
-      scope.problems.push({ pointer: pointer(at, 'path'), message: 'path must be a string such as "$.address.country"' });
+      scope.problems.push({
+        pointer: pointer(at, 'path'),
+        message: 'path must be a string such as "$.address.country"',
+      });
     } else {
       const parsed = parsePath(node.path);
-      if (!parsed.ok) scope.problems.push({ pointer: pointer(at, 'path'), message: parsed.message });
+      if (!parsed.ok)
+        scope.problems.push({ pointer: pointer(at, 'path'), message: parsed.message });
     }
   }
   if (Object.hasOwn(node, 'params') && node.params !== undefined) {
@@ -163,34 +214,54 @@ function validateFactRef(node: Record<string, unknown>, at: string, scope: Condi
 function validateLiteral(value: unknown, at: string, scope: ConditionScope): void {
   if (Array.isArray(value)) {
     if (value.length > scope.limits.maxValueArrayLength) {
-      scope.problems.push({ pointer: at, message: `value has ${value.length} items, over the limit of ${scope.limits.maxValueArrayLength}; use a lookup table ("list:<id>") instead` });
+      scope.problems.push({
+        pointer: at,
+        message: `value has ${value.length} items, over the limit of ${scope.limits.maxValueArrayLength}; use a lookup table ("list:<id>") instead`,
+      });
     }
     value.forEach((v, i) => {
       if (typeof v === 'object' && v !== null) {
-        scope.problems.push({ pointer: pointer(at, i), message: 'items of a value array must be strings, numbers, booleans or null (objects never compare equal)' });
+        scope.problems.push({
+          pointer: pointer(at, i),
+          message:
+            'items of a value array must be strings, numbers, booleans or null (objects never compare equal)',
+        });
       }
     });
     return;
   }
   if (typeof value === 'object' && value !== null) {
-    scope.problems.push({ pointer: at, message: 'value must be a string, number, boolean, null, an array of those, or a fact reference {"fact": "..."}; a literal object never compares equal to anything' });
+    scope.problems.push({
+      pointer: at,
+      message:
+        'value must be a string, number, boolean, null, an array of those, or a fact reference {"fact": "..."}; a literal object never compares equal to anything',
+    });
   }
 }
 
 function validateLeaf(node: Record<string, unknown>, at: string, scope: ConditionScope): void {
   scope.leafCount++;
   if (scope.leafCount === scope.limits.maxConditions + 1) {
-    scope.problems.push({ pointer: at, message: `the rule has more than ${scope.limits.maxConditions} conditions; split it or use a lookup table` });
+    scope.problems.push({
+      pointer: at,
+      message: `the rule has more than ${scope.limits.maxConditions} conditions; split it or use a lookup table`,
+    });
   }
   for (const k of ['fact', 'operator', 'value'] as const) {
     if (!Object.hasOwn(node, k)) {
-      scope.problems.push({ pointer: at, message: `a condition needs "fact", "operator" and "value"; "${k}" is missing` });
+      scope.problems.push({
+        pointer: at,
+        message: `a condition needs "fact", "operator" and "value"; "${k}" is missing`,
+      });
       return;
     }
   }
   const unknown = Object.keys(node).filter((k) => !LEAF_KEYS.has(k));
   if (unknown.length > 0) {
-    scope.problems.push({ pointer: pointer(at, unknown[0] as string), message: `unknown condition property "${unknown[0]}"; a condition has fact, operator, value, path, params, priority and name` });
+    scope.problems.push({
+      pointer: pointer(at, unknown[0] as string),
+      message: `unknown condition property "${unknown[0]}"; a condition has fact, operator, value, path, params, priority and name`,
+    });
   }
   validateFactRef(node, at, scope);
   const opName = node.operator;
@@ -207,7 +278,11 @@ function validateLeaf(node: Record<string, unknown>, at: string, scope: Conditio
   if (isRef) {
     const ref = value as Record<string, unknown>;
     const extra = Object.keys(ref).filter((k) => k !== 'fact' && k !== 'path' && k !== 'params');
-    if (extra.length > 0) scope.problems.push({ pointer: valueAt, message: `a fact reference has only fact, path and params; remove ${extra.map((k) => `"${k}"`).join(', ')}` });
+    if (extra.length > 0)
+      scope.problems.push({
+        pointer: valueAt,
+        message: `a fact reference has only fact, path and params; remove ${extra.map((k) => `"${k}"`).join(', ')}`,
+      });
     validateFactRef(ref, valueAt, scope);
     return;
   }
@@ -217,8 +292,18 @@ function validateLeaf(node: Record<string, unknown>, at: string, scope: Conditio
   const first = op.decorators[0];
   const valueIsList = Array.isArray(value) || typeof value === 'string';
   if ((first === 'someValue' || first === 'everyValue') && !Array.isArray(value)) {
-    scope.problems.push({ pointer: valueAt, message: `operator "${op.name}" needs an array value; json-rules-engine throws on anything else` });
-  } else if (op.decorators.length === 0 && (op.base === 'in' || op.base === 'notIn') && !valueIsList) {
-    scope.problems.push({ pointer: valueAt, message: `operator "${op.name}" needs an array (or a string, for a substring test) as value; json-rules-engine throws on anything else` });
+    scope.problems.push({
+      pointer: valueAt,
+      message: `operator "${op.name}" needs an array value; json-rules-engine throws on anything else`,
+    });
+  } else if (
+    op.decorators.length === 0 &&
+    (op.base === 'in' || op.base === 'notIn') &&
+    !valueIsList
+  ) {
+    scope.problems.push({
+      pointer: valueAt,
+      message: `operator "${op.name}" needs an array (or a string, for a substring test) as value; json-rules-engine throws on anything else`,
+    });
   }
 }

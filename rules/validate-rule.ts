@@ -4,7 +4,12 @@ import { FORBIDDEN_NAMES } from './json-path.js';
 import type { RuleLimits } from './limits.js';
 import { isValidId } from './models.js';
 import type { Rule } from './types.js';
-import { newRefs, validateTopCondition, type ConditionRefs, type ConditionScope } from './validate-condition.js';
+import {
+  newRefs,
+  validateTopCondition,
+  type ConditionRefs,
+  type ConditionScope,
+} from './validate-condition.js';
 
 const RULE_KEYS = new Set(['id', 'description', 'on', 'key', 'when', 'pattern', 'alert']);
 const COMPARISONS = ['>=', '>', '<=', '<', '==', '!='];
@@ -18,53 +23,120 @@ function isObject(v: unknown): v is Record<string, unknown> {
 
 function validateField(v: unknown, at: string, what: string, problems: Problem[]): v is string {
   if (typeof v !== 'string' || v.length === 0 || !FIELD.test(v) || FORBIDDEN_NAMES.has(v)) {
-    problems.push({ pointer: at, message: `${what} must name a top-level event field (a non-empty string without ":" that is not __proto__, constructor or prototype)` });
+    problems.push({
+      pointer: at,
+      message: `${what} must name a top-level event field (a non-empty string without ":" that is not __proto__, constructor or prototype)`,
+    });
     return false;
   }
   return true;
 }
 
-function validateDuration(v: unknown, at: string, what: string, limits: RuleLimits, problems: Problem[], allowZero = false): void {
+function validateDuration(
+  v: unknown,
+  at: string,
+  what: string,
+  limits: RuleLimits,
+  problems: Problem[],
+  allowZero = false,
+): void {
   const ms = parseDuration(v);
   if (ms === undefined || (!allowZero && ms === 0)) {
-    problems.push({ pointer: at, message: `${what} must be a duration such as "30s", "10m", "2h", "1d" or a number of milliseconds${allowZero ? '' : ' greater than 0'}` });
+    problems.push({
+      pointer: at,
+      message: `${what} must be a duration such as "30s", "10m", "2h", "1d" or a number of milliseconds${allowZero ? '' : ' greater than 0'}`,
+    });
   } else if (ms > limits.maxWindowMs) {
-    problems.push({ pointer: at, message: `${what} of ${ms} ms is over the limit of ${limits.maxWindowMs} ms` });
+    problems.push({
+      pointer: at,
+      message: `${what} of ${ms} ms is over the limit of ${limits.maxWindowMs} ms`,
+    });
   }
 }
 
 function validateTypes(v: unknown, at: string, what: string, problems: Problem[]): void {
-  if (!Array.isArray(v) || v.length === 0 || !v.every((t) => typeof t === 'string' && t.length > 0)) {
-    problems.push({ pointer: at, message: `${what} must be a non-empty array of event types, e.g. ["payment"] (or ["*"] for every type)` });
+  if (
+    !Array.isArray(v) ||
+    v.length === 0 ||
+    !v.every((t) => typeof t === 'string' && t.length > 0)
+  ) {
+    problems.push({
+      pointer: at,
+      message: `${what} must be a non-empty array of event types, e.g. ["payment"] (or ["*"] for every type)`,
+    });
   }
 }
 
-function validateThreshold(p: Record<string, unknown>, at: string, limits: RuleLimits, problems: Problem[]): void {
+function validateThreshold(
+  p: Record<string, unknown>,
+  at: string,
+  limits: RuleLimits,
+  problems: Problem[],
+): void {
   if (!AGGREGATES.includes(p.aggregate as string)) {
-    problems.push({ pointer: pointer(at, 'aggregate'), message: `aggregate must be one of ${AGGREGATES.join(', ')}` });
+    problems.push({
+      pointer: pointer(at, 'aggregate'),
+      message: `aggregate must be one of ${AGGREGATES.join(', ')}`,
+    });
   } else if (p.aggregate !== 'count') {
-    validateField(p.field, pointer(at, 'field'), `aggregate "${String(p.aggregate)}" needs "field", which`, problems);
+    validateField(
+      p.field,
+      pointer(at, 'field'),
+      `aggregate "${String(p.aggregate)}" needs "field", which`,
+      problems,
+    );
   }
   validateDuration(p.window, pointer(at, 'window'), 'window', limits, problems);
   if (p.windowType !== undefined && p.windowType !== 'sliding' && p.windowType !== 'tumbling') {
-    problems.push({ pointer: pointer(at, 'windowType'), message: 'windowType must be "sliding" (default) or "tumbling"' });
+    problems.push({
+      pointer: pointer(at, 'windowType'),
+      message: 'windowType must be "sliding" (default) or "tumbling"',
+    });
   }
-  if (!COMPARISONS.includes(p.operator as string)) problems.push({ pointer: pointer(at, 'operator'), message: `operator must be one of ${COMPARISONS.join(' ')}` });
-  if (typeof p.value !== 'number' || !Number.isFinite(p.value)) problems.push({ pointer: pointer(at, 'value'), message: 'value must be a finite number to compare the aggregate with' });
+  if (!COMPARISONS.includes(p.operator as string))
+    problems.push({
+      pointer: pointer(at, 'operator'),
+      message: `operator must be one of ${COMPARISONS.join(' ')}`,
+    });
+  if (typeof p.value !== 'number' || !Number.isFinite(p.value))
+    problems.push({
+      pointer: pointer(at, 'value'),
+      message: 'value must be a finite number to compare the aggregate with',
+    });
 }
 
-function validateSequence(p: Record<string, unknown>, at: string, scope: ConditionScope, problems: Problem[]): void {
+function validateSequence(
+  p: Record<string, unknown>,
+  at: string,
+  scope: ConditionScope,
+  problems: Problem[],
+): void {
   const limits = scope.limits;
   validateDuration(p.within, pointer(at, 'within'), 'within', limits, problems);
-  if (p.afterMatch !== undefined && p.afterMatch !== 'skip-past-last-event' && p.afterMatch !== 'no-skip') {
-    problems.push({ pointer: pointer(at, 'afterMatch'), message: 'afterMatch must be "skip-past-last-event" (default) or "no-skip"' });
+  if (
+    p.afterMatch !== undefined &&
+    p.afterMatch !== 'skip-past-last-event' &&
+    p.afterMatch !== 'no-skip'
+  ) {
+    problems.push({
+      pointer: pointer(at, 'afterMatch'),
+      message: 'afterMatch must be "skip-past-last-event" (default) or "no-skip"',
+    });
   }
   const steps = p.steps;
   if (!Array.isArray(steps) || steps.length === 0) {
-    problems.push({ pointer: pointer(at, 'steps'), message: 'steps must be a non-empty array of {"name", "when"?, "on"?, "contiguity"?, "times"?}' });
+    problems.push({
+      pointer: pointer(at, 'steps'),
+      message:
+        'steps must be a non-empty array of {"name", "when"?, "on"?, "contiguity"?, "times"?}',
+    });
     return;
   }
-  if (steps.length > limits.maxSteps) problems.push({ pointer: pointer(at, 'steps'), message: `a sequence may have at most ${limits.maxSteps} steps` });
+  if (steps.length > limits.maxSteps)
+    problems.push({
+      pointer: pointer(at, 'steps'),
+      message: `a sequence may have at most ${limits.maxSteps} steps`,
+    });
   const earlier = new Set<string>();
   // Steps may refer to the steps before them; `earlier` grows as the loop goes.
   const sub: ConditionScope = { ...scope, stepNames: earlier };
@@ -74,21 +146,47 @@ function validateSequence(p: Record<string, unknown>, at: string, scope: Conditi
       problems.push({ pointer: sat, message: 'a step must be an object with a "name"' });
       return;
     }
-    const unknown = Object.keys(s).filter((k) => !['name', 'on', 'when', 'contiguity', 'times'].includes(k));
-    if (unknown.length > 0) problems.push({ pointer: pointer(sat, unknown[0] as string), message: `unknown step property "${unknown[0]}"; a step has name, on, when, contiguity and times` });
+    const unknown = Object.keys(s).filter(
+      (k) => !['name', 'on', 'when', 'contiguity', 'times'].includes(k),
+    );
+    if (unknown.length > 0)
+      problems.push({
+        pointer: pointer(sat, unknown[0] as string),
+        message: `unknown step property "${unknown[0]}"; a step has name, on, when, contiguity and times`,
+      });
     const name = s.name;
     if (typeof name !== 'string' || !STEP_NAME.test(name)) {
-      problems.push({ pointer: pointer(sat, 'name'), message: 'name must start with a letter or "_" and hold only letters, digits, "_" or "-" (at most 64)' });
+      problems.push({
+        pointer: pointer(sat, 'name'),
+        message:
+          'name must start with a letter or "_" and hold only letters, digits, "_" or "-" (at most 64)',
+      });
     } else if (earlier.has(name)) {
-      problems.push({ pointer: pointer(sat, 'name'), message: `step name "${name}" is used twice; names must be unique` });
+      problems.push({
+        pointer: pointer(sat, 'name'),
+        message: `step name "${name}" is used twice; names must be unique`,
+      });
     }
     if (s.on !== undefined) validateTypes(s.on, pointer(sat, 'on'), 'on', problems);
     if (s.when !== undefined) validateTopCondition(s.when, pointer(sat, 'when'), sub);
     if (s.contiguity !== undefined && s.contiguity !== 'next' && s.contiguity !== 'followedBy') {
-      problems.push({ pointer: pointer(sat, 'contiguity'), message: 'contiguity must be "next" (strict: the very next event) or "followedBy" (relaxed, default)' });
+      problems.push({
+        pointer: pointer(sat, 'contiguity'),
+        message:
+          'contiguity must be "next" (strict: the very next event) or "followedBy" (relaxed, default)',
+      });
     }
-    if (s.times !== undefined && (typeof s.times !== 'number' || !Number.isSafeInteger(s.times) || s.times < 1 || s.times > limits.maxTimes)) {
-      problems.push({ pointer: pointer(sat, 'times'), message: `times must be an integer from 1 to ${limits.maxTimes}` });
+    if (
+      s.times !== undefined &&
+      (typeof s.times !== 'number' ||
+        !Number.isSafeInteger(s.times) ||
+        s.times < 1 ||
+        s.times > limits.maxTimes)
+    ) {
+      problems.push({
+        pointer: pointer(sat, 'times'),
+        message: `times must be an integer from 1 to ${limits.maxTimes}`,
+      });
     }
     if (typeof name === 'string') earlier.add(name);
   });
@@ -97,7 +195,10 @@ function validateSequence(p: Record<string, unknown>, at: string, scope: Conditi
 
 function validatePattern(p: unknown, at: string, scope: ConditionScope, problems: Problem[]): void {
   if (!isObject(p)) {
-    problems.push({ pointer: at, message: 'pattern must be an object with "kind": "threshold", "sequence" or "absence"' });
+    problems.push({
+      pointer: at,
+      message: 'pattern must be an object with "kind": "threshold", "sequence" or "absence"',
+    });
     return;
   }
   switch (p.kind) {
@@ -111,28 +212,58 @@ function validatePattern(p: unknown, at: string, scope: ConditionScope, problems
       validateDuration(p.within, pointer(at, 'within'), 'within', scope.limits, problems);
       const expect = p.expect;
       if (!isObject(expect)) {
-        problems.push({ pointer: pointer(at, 'expect'), message: 'expect must be an object {"on": [types], "when"?: condition} describing the event that must follow' });
+        problems.push({
+          pointer: pointer(at, 'expect'),
+          message:
+            'expect must be an object {"on": [types], "when"?: condition} describing the event that must follow',
+        });
         break;
       }
       validateTypes(expect.on, pointer(at, 'expect', 'on'), 'expect.on', problems);
-      if (expect.when !== undefined) validateTopCondition(expect.when, pointer(at, 'expect', 'when'), scope);
+      if (expect.when !== undefined)
+        validateTopCondition(expect.when, pointer(at, 'expect', 'when'), scope);
       break;
     }
     default:
-      problems.push({ pointer: pointer(at, 'kind'), message: `pattern kind must be "threshold", "sequence" or "absence", got ${JSON.stringify(p.kind)}` });
+      problems.push({
+        pointer: pointer(at, 'kind'),
+        message: `pattern kind must be "threshold", "sequence" or "absence", got ${JSON.stringify(p.kind)}`,
+      });
   }
 }
 
 function validateAlert(a: unknown, at: string, limits: RuleLimits, problems: Problem[]): void {
   if (!isObject(a)) {
-    problems.push({ pointer: at, message: 'alert must be an object {"severity"?, "title"?, "suppressFor"?}' });
+    problems.push({
+      pointer: at,
+      message: 'alert must be an object {"severity"?, "title"?, "suppressFor"?}',
+    });
     return;
   }
-  if (a.severity !== undefined && (typeof a.severity !== 'string' || !/^[a-z0-9_-]{1,32}$/.test(a.severity))) {
-    problems.push({ pointer: pointer(at, 'severity'), message: 'severity must be one subject token of lowercase letters, digits, "_" or "-", e.g. "high"' });
+  if (
+    a.severity !== undefined &&
+    (typeof a.severity !== 'string' || !/^[a-z0-9_-]{1,32}$/.test(a.severity))
+  ) {
+    problems.push({
+      pointer: pointer(at, 'severity'),
+      message:
+        'severity must be one subject token of lowercase letters, digits, "_" or "-", e.g. "high"',
+    });
   }
-  if (a.title !== undefined && typeof a.title !== 'string') problems.push({ pointer: pointer(at, 'title'), message: 'title must be a string; "{{field}}" inserts an event field' });
-  if (a.suppressFor !== undefined) validateDuration(a.suppressFor, pointer(at, 'suppressFor'), 'suppressFor', limits, problems, true);
+  if (a.title !== undefined && typeof a.title !== 'string')
+    problems.push({
+      pointer: pointer(at, 'title'),
+      message: 'title must be a string; "{{field}}" inserts an event field',
+    });
+  if (a.suppressFor !== undefined)
+    validateDuration(
+      a.suppressFor,
+      pointer(at, 'suppressFor'),
+      'suppressFor',
+      limits,
+      problems,
+      true,
+    );
 }
 
 /** A rule that passed validation, with what its conditions refer to. */
@@ -145,25 +276,44 @@ export interface ValidatedRule {
  * Validates a rule's shape and limits (not its references to models, which depend on the rule
  * set: see `applyControl`). Appends every problem; returns the rule when there was none.
  */
-export function validateRule(rule: unknown, at: string, limits: RuleLimits, problems: Problem[]): ValidatedRule | undefined {
+export function validateRule(
+  rule: unknown,
+  at: string,
+  limits: RuleLimits,
+  problems: Problem[],
+): ValidatedRule | undefined {
   const before = problems.length;
   if (!isObject(rule)) {
     problems.push({ pointer: at, message: 'a rule must be an object with at least "id" and "on"' });
     return undefined;
   }
   for (const k of Object.keys(rule)) {
-    if (!RULE_KEYS.has(k)) problems.push({ pointer: pointer(at, k), message: `unknown rule property "${k}"; a rule has ${[...RULE_KEYS].join(', ')}` });
+    if (!RULE_KEYS.has(k))
+      problems.push({
+        pointer: pointer(at, k),
+        message: `unknown rule property "${k}"; a rule has ${[...RULE_KEYS].join(', ')}`,
+      });
   }
-  if (!isValidId(rule.id)) problems.push({ pointer: pointer(at, 'id'), message: 'id must be 1-128 letters, digits, "_", "." or "-", starting with a letter or digit' });
-  if (rule.description !== undefined && typeof rule.description !== 'string') problems.push({ pointer: pointer(at, 'description'), message: 'description must be a string' });
+  if (!isValidId(rule.id))
+    problems.push({
+      pointer: pointer(at, 'id'),
+      message: 'id must be 1-128 letters, digits, "_", "." or "-", starting with a letter or digit',
+    });
+  if (rule.description !== undefined && typeof rule.description !== 'string')
+    problems.push({ pointer: pointer(at, 'description'), message: 'description must be a string' });
   validateTypes(rule.on, pointer(at, 'on'), 'on', problems);
   if (rule.key !== undefined) validateField(rule.key, pointer(at, 'key'), 'key', problems);
   const refs = newRefs();
   const scope: ConditionScope = { limits, problems, refs, stepNames: new Set(), leafCount: 0 };
   if (rule.when !== undefined) validateTopCondition(rule.when, pointer(at, 'when'), scope);
-  if (rule.pattern !== undefined) validatePattern(rule.pattern, pointer(at, 'pattern'), scope, problems);
+  if (rule.pattern !== undefined)
+    validatePattern(rule.pattern, pointer(at, 'pattern'), scope, problems);
   if (rule.when === undefined && rule.pattern === undefined) {
-    problems.push({ pointer: at, message: 'a rule needs "when" (a condition), "pattern", or both; without either it would fire on every event' });
+    problems.push({
+      pointer: at,
+      message:
+        'a rule needs "when" (a condition), "pattern", or both; without either it would fire on every event',
+    });
   }
   if (rule.alert !== undefined) validateAlert(rule.alert, pointer(at, 'alert'), limits, problems);
   return problems.length === before ? { rule: rule as unknown as Rule, refs } : undefined;

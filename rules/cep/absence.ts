@@ -16,7 +16,8 @@ export interface AbsenceState {
 }
 
 function state(ks: KeyState): AbsenceState {
-  if ((ks.op as AbsenceState | undefined)?.k !== 'a') ks.op = { k: 'a', p: [] } satisfies AbsenceState;
+  if ((ks.op as AbsenceState | undefined)?.k !== 'a')
+    ks.op = { k: 'a', p: [] } satisfies AbsenceState;
   return ks.op as AbsenceState;
 }
 
@@ -25,7 +26,13 @@ function state(ks: KeyState): AbsenceState {
  * deadline is still ahead of it (`[A.ts, A.ts + within)`: one at exactly the deadline is too
  * late). A trigger then starts its own wait; an event that is both first cancels, then waits.
  */
-export function absenceEvent(rule: CompiledRule, p: CompiledAbsence, ks: KeyState, e: OperatorEvent, host: OperatorHost): void {
+export function absenceEvent(
+  rule: CompiledRule,
+  p: CompiledAbsence,
+  ks: KeyState,
+  e: OperatorEvent,
+  host: OperatorHost,
+): void {
   const s = state(ks);
   const ts = e.ref.ts;
   if (e.expected && s.p.length > 0) s.p = s.p.filter((x) => x.deadline <= ts);
@@ -42,7 +49,14 @@ export function absenceEvent(rule: CompiledRule, p: CompiledAbsence, ks: KeyStat
 }
 
 /** The deadline timer: fires for every pending trigger due by `time`, driven by the watermark alone. */
-export function absenceTimer(rule: CompiledRule, p: CompiledAbsence, ks: KeyState, key: string, time: number, host: OperatorHost): void {
+export function absenceTimer(
+  rule: CompiledRule,
+  p: CompiledAbsence,
+  ks: KeyState,
+  key: string,
+  time: number,
+  host: OperatorHost,
+): void {
   const s = ks.op as AbsenceState | undefined;
   if (s?.k !== 'a') return;
   while (s.p.length > 0 && (s.p[0] as Pending).deadline <= time) {

@@ -46,12 +46,21 @@ export interface AlertDraft {
 }
 
 /** The fields a rule's title reads, copied from an event so a timer can render the alert later. */
-export function titleFields(rule: CompiledRule, event: Readonly<Record<string, unknown>>): Record<string, unknown> {
+export function titleFields(
+  rule: CompiledRule,
+  event: Readonly<Record<string, unknown>>,
+): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const f of rule.titleFields) {
     if (Object.hasOwn(event, f)) {
       const v = event[f];
-      if (v === null || typeof v !== 'object') Object.defineProperty(out, f, { value: v, enumerable: true, writable: true, configurable: true });
+      if (v === null || typeof v !== 'object')
+        Object.defineProperty(out, f, {
+          value: v,
+          enumerable: true,
+          writable: true,
+          configurable: true,
+        });
     }
   }
   return out;

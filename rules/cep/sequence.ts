@@ -24,11 +24,18 @@ export interface SequenceState {
 }
 
 function state(ks: KeyState): SequenceState {
-  if ((ks.op as SequenceState | undefined)?.k !== 'q') ks.op = { k: 'q', pm: [], gc: undefined } satisfies SequenceState;
+  if ((ks.op as SequenceState | undefined)?.k !== 'q')
+    ks.op = { k: 'q', pm: [], gc: undefined } satisfies SequenceState;
   return ks.op as SequenceState;
 }
 
-function stepMatches(rule: CompiledRule, step: CompiledStep, e: OperatorEvent, kept: Record<string, unknown>, host: OperatorHost): boolean {
+function stepMatches(
+  rule: CompiledRule,
+  step: CompiledStep,
+  e: OperatorEvent,
+  kept: Record<string, unknown>,
+  host: OperatorHost,
+): boolean {
   if (step.types !== undefined && !step.types.has(e.event.type as string)) return false;
   if (step.when === undefined) return true;
   const ctx = evalContext(e.event, e.models);
@@ -43,10 +50,21 @@ function stepMatches(rule: CompiledRule, step: CompiledStep, e: OperatorEvent, k
 
 function keep(step: CompiledStep, pm: PartialMatch, e: OperatorEvent): void {
   if (!step.keepEvent) return;
-  Object.defineProperty(pm.kept, step.name, { value: e.event, enumerable: true, writable: true, configurable: true });
+  Object.defineProperty(pm.kept, step.name, {
+    value: e.event,
+    enumerable: true,
+    writable: true,
+    configurable: true,
+  });
 }
 
-function schedule(rule: CompiledRule, p: CompiledSequence, s: SequenceState, key: string, host: OperatorHost): void {
+function schedule(
+  rule: CompiledRule,
+  p: CompiledSequence,
+  s: SequenceState,
+  key: string,
+  host: OperatorHost,
+): void {
   const first = s.pm[0];
   if (first === undefined) {
     s.gc = undefined;
@@ -58,12 +76,24 @@ function schedule(rule: CompiledRule, p: CompiledSequence, s: SequenceState, key
   host.schedule(at, rule, key);
 }
 
-function complete(rule: CompiledRule, p: CompiledSequence, ks: KeyState, e: OperatorEvent, pm: PartialMatch, host: OperatorHost): void {
+function complete(
+  rule: CompiledRule,
+  p: CompiledSequence,
+  ks: KeyState,
+  e: OperatorEvent,
+  pm: PartialMatch,
+  host: OperatorHost,
+): void {
   host.alert(rule, ks, {
     key: e.key,
     ts: e.ref.ts,
     events: pm.refs,
-    values: { steps: p.steps.length, matchedEvents: pm.refs.length, startTs: pm.start, durationMs: e.ref.ts - pm.start },
+    values: {
+      steps: p.steps.length,
+      matchedEvents: pm.refs.length,
+      startTs: pm.start,
+      durationMs: e.ref.ts - pm.start,
+    },
     idParts: `q|${pm.refs.map((r) => r.seq).join(',')}`,
     fields: titleFields(rule, e.event),
   });
@@ -76,7 +106,13 @@ function complete(rule: CompiledRule, p: CompiledSequence, ks: KeyState, e: Oper
  * `skip-past-last-event` discards every other partial match of the key (they all began at or
  * before the match's last event); `no-skip` keeps them.
  */
-export function sequenceEvent(rule: CompiledRule, p: CompiledSequence, ks: KeyState, e: OperatorEvent, host: OperatorHost): void {
+export function sequenceEvent(
+  rule: CompiledRule,
+  p: CompiledSequence,
+  ks: KeyState,
+  e: OperatorEvent,
+  host: OperatorHost,
+): void {
   const s = state(ks);
   const ts = e.ref.ts;
   const last = p.steps.length - 1;
@@ -110,7 +146,6 @@ export function sequenceEvent(rule: CompiledRule, p: CompiledSequence, ks: KeySt
   } else {
     for (const m of done) complete(rule, p, ks, e, m, host);
     s.pm = survivors; // still in start order: existing matches kept their order, a new one starts now
-
   }
   const max = host.limits.maxPendingPerKey;
   if (s.pm.length > max) {
@@ -122,7 +157,14 @@ export function sequenceEvent(rule: CompiledRule, p: CompiledSequence, ks: KeySt
 }
 
 /** The clean-up timer: drops partial matches whose `within` has run out. */
-export function sequenceTimer(rule: CompiledRule, p: CompiledSequence, ks: KeyState, key: string, time: number, host: OperatorHost): void {
+export function sequenceTimer(
+  rule: CompiledRule,
+  p: CompiledSequence,
+  ks: KeyState,
+  key: string,
+  time: number,
+  host: OperatorHost,
+): void {
   const s = ks.op as SequenceState | undefined;
   if (s?.k !== 'q' || s.gc !== time) return;
   s.pm = s.pm.filter((pm) => pm.start + p.withinMs > time);

@@ -51,18 +51,41 @@ function distinctKey(v: unknown): string | undefined {
 }
 
 /** Reads the aggregated field; returns an error message when it cannot be used. */
-function readValue(p: CompiledThreshold, event: Readonly<Record<string, unknown>>): { ok: true; value: unknown } | { ok: false; message: string } {
+function readValue(
+  p: CompiledThreshold,
+  event: Readonly<Record<string, unknown>>,
+): { ok: true; value: unknown } | { ok: false; message: string } {
   if (p.aggregate === 'count') return { ok: true, value: undefined };
   const field = p.field as string;
   const v = Object.hasOwn(event, field) ? event[field] : undefined;
   if (p.aggregate === 'distinct') {
-    return distinctKey(v) === undefined ? { ok: false, message: `field "${field}" must be a string, number or boolean to count distinct values, got ${JSON.stringify(v) ?? 'nothing'}` } : { ok: true, value: v };
+    return distinctKey(v) === undefined
+      ? {
+          ok: false,
+          message: `field "${field}" must be a string, number or boolean to count distinct values, got ${JSON.stringify(v) ?? 'nothing'}`,
+        }
+      : { ok: true, value: v };
   }
-  return typeof v === 'number' && Number.isFinite(v) ? { ok: true, value: v } : { ok: false, message: `field "${field}" must be a finite number for aggregate "${p.aggregate}", got ${JSON.stringify(v) ?? 'nothing'}` };
+  return typeof v === 'number' && Number.isFinite(v)
+    ? { ok: true, value: v }
+    : {
+        ok: false,
+        message: `field "${field}" must be a finite number for aggregate "${p.aggregate}", got ${JSON.stringify(v) ?? 'nothing'}`,
+      };
 }
 
 function sliding(ks: KeyState): SlidingState {
-  if ((ks.op as SlidingState | undefined)?.k !== 's') ks.op = { k: 's', h: 0, t: [], v: [], sum: 0, mn: [], mx: [], d: undefined } satisfies SlidingState;
+  if ((ks.op as SlidingState | undefined)?.k !== 's')
+    ks.op = {
+      k: 's',
+      h: 0,
+      t: [],
+      v: [],
+      sum: 0,
+      mn: [],
+      mx: [],
+      d: undefined,
+    } satisfies SlidingState;
   return ks.op as SlidingState;
 }
 
@@ -109,7 +132,14 @@ function slidingAggregate(s: SlidingState, p: CompiledThreshold): number {
   }
 }
 
-function onSliding(rule: CompiledRule, p: CompiledThreshold, ks: KeyState, e: OperatorEvent, value: unknown, host: OperatorHost): void {
+function onSliding(
+  rule: CompiledRule,
+  p: CompiledThreshold,
+  ks: KeyState,
+  e: OperatorEvent,
+  value: unknown,
+  host: OperatorHost,
+): void {
   const s = sliding(ks);
   const ts = e.ref.ts;
   const i = s.t.length;
@@ -124,12 +154,20 @@ function onSliding(rule: CompiledRule, p: CompiledThreshold, ks: KeyState, e: Op
       break;
     case 'min':
       s.v.push(value);
-      while (s.mn.length > 0 && (s.v[s.mn[s.mn.length - 1] as number] as number) >= (value as number)) s.mn.pop();
+      while (
+        s.mn.length > 0 &&
+        (s.v[s.mn[s.mn.length - 1] as number] as number) >= (value as number)
+      )
+        s.mn.pop();
       s.mn.push(i);
       break;
     case 'max':
       s.v.push(value);
-      while (s.mx.length > 0 && (s.v[s.mx[s.mx.length - 1] as number] as number) <= (value as number)) s.mx.pop();
+      while (
+        s.mx.length > 0 &&
+        (s.v[s.mx[s.mx.length - 1] as number] as number) <= (value as number)
+      )
+        s.mx.pop();
       s.mx.push(i);
       break;
     case 'distinct': {
@@ -149,7 +187,8 @@ function onSliding(rule: CompiledRule, p: CompiledThreshold, ks: KeyState, e: Op
     host.overflow(rule, e.key, drop, 'maxWindowEntriesPerKey');
   }
   // Restart the running sum whenever the window holds one entry, so rounding cannot drift.
-  if (s.t.length - s.h === 1 && (p.aggregate === 'sum' || p.aggregate === 'avg')) s.sum = s.v[s.h] as number;
+  if (s.t.length - s.h === 1 && (p.aggregate === 'sum' || p.aggregate === 'avg'))
+    s.sum = s.v[s.h] as number;
   compact(s);
   const agg = slidingAggregate(s, p);
   if (p.compare(agg)) {
@@ -164,9 +203,27 @@ function onSliding(rule: CompiledRule, p: CompiledThreshold, ks: KeyState, e: Op
   }
 }
 
-function closeTumbling(rule: CompiledRule, p: CompiledThreshold, ks: KeyState, key: string, s: TumblingState, host: OperatorHost): void {
+function closeTumbling(
+  rule: CompiledRule,
+  p: CompiledThreshold,
+  ks: KeyState,
+  key: string,
+  s: TumblingState,
+  host: OperatorHost,
+): void {
   ks.op = undefined;
-  const agg = p.aggregate === 'count' ? s.n : p.aggregate === 'sum' ? s.sum : p.aggregate === 'avg' ? s.sum / s.n : p.aggregate === 'min' ? s.min : p.aggregate === 'max' ? s.max : (s.d?.size ?? 0);
+  const agg =
+    p.aggregate === 'count'
+      ? s.n
+      : p.aggregate === 'sum'
+        ? s.sum
+        : p.aggregate === 'avg'
+          ? s.sum / s.n
+          : p.aggregate === 'min'
+            ? s.min
+            : p.aggregate === 'max'
+              ? s.max
+              : (s.d?.size ?? 0);
   if (!p.compare(agg)) return;
   const end = s.st + p.windowMs;
   host.alert(rule, ks, {
@@ -179,7 +236,14 @@ function closeTumbling(rule: CompiledRule, p: CompiledThreshold, ks: KeyState, k
   });
 }
 
-function onTumbling(rule: CompiledRule, p: CompiledThreshold, ks: KeyState, e: OperatorEvent, value: unknown, host: OperatorHost): void {
+function onTumbling(
+  rule: CompiledRule,
+  p: CompiledThreshold,
+  ks: KeyState,
+  e: OperatorEvent,
+  value: unknown,
+  host: OperatorHost,
+): void {
   const ts = e.ref.ts;
   const start = Math.floor(ts / p.windowMs) * p.windowMs;
   let s = ks.op as TumblingState | undefined;
@@ -187,7 +251,17 @@ function onTumbling(rule: CompiledRule, p: CompiledThreshold, ks: KeyState, e: O
   if (s !== undefined && s.k === 't' && s.st !== start) closeTumbling(rule, p, ks, e.key, s, host);
   s = ks.op as TumblingState | undefined;
   if (s === undefined || s.k !== 't') {
-    s = { k: 't', st: start, n: 0, sum: 0, min: Infinity, max: -Infinity, d: undefined, last: e.ref, f: {} };
+    s = {
+      k: 't',
+      st: start,
+      n: 0,
+      sum: 0,
+      min: Infinity,
+      max: -Infinity,
+      d: undefined,
+      last: e.ref,
+      f: {},
+    };
     ks.op = s;
     host.schedule(start + p.windowMs - 1, rule, e.key);
   }
@@ -206,7 +280,13 @@ function onTumbling(rule: CompiledRule, p: CompiledThreshold, ks: KeyState, e: O
 }
 
 /** Feeds one event to a threshold rule's keyed state. */
-export function thresholdEvent(rule: CompiledRule, p: CompiledThreshold, ks: KeyState, e: OperatorEvent, host: OperatorHost): void {
+export function thresholdEvent(
+  rule: CompiledRule,
+  p: CompiledThreshold,
+  ks: KeyState,
+  e: OperatorEvent,
+  host: OperatorHost,
+): void {
   const read = readValue(p, e.event);
   if (!read.ok) {
     host.error(rule, e.ref, read.message);
@@ -217,7 +297,14 @@ export function thresholdEvent(rule: CompiledRule, p: CompiledThreshold, ks: Key
 }
 
 /** A threshold timer: closes the tumbling window that ends at `time + 1`. */
-export function thresholdTimer(rule: CompiledRule, p: CompiledThreshold, ks: KeyState, key: string, time: number, host: OperatorHost): void {
+export function thresholdTimer(
+  rule: CompiledRule,
+  p: CompiledThreshold,
+  ks: KeyState,
+  key: string,
+  time: number,
+  host: OperatorHost,
+): void {
   const s = ks.op as TumblingState | undefined;
   if (s?.k === 't' && s.st + p.windowMs - 1 === time) closeTumbling(rule, p, ks, key, s, host);
 }
