@@ -82,4 +82,9 @@ export default tseslint.config(
       ],
     },
   },
+  {
+    // Tool configuration files are loaded by their tools through a default export.
+    files: ['*.config.js', '*.config.ts'],
+    rules: { 'no-restricted-syntax': 'off' },
+  },
 );
