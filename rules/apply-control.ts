@@ -71,7 +71,7 @@ function existingRule(w: Working, id: unknown, at: string): CompiledRule | undef
   if (!isValidId(id)) {
     w.problems.push({
       pointer: at,
-      message: 'id must be a rule id (1-128 letters, digits, "_", "." or "-")',
+      message: 'id must be a rule id (1-128 letters, digits, "_" or "-")',
     });
     return undefined;
   }

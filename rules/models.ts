@@ -25,9 +25,9 @@ export type CompiledModel =
 
 export type ModelRegistry = ReadonlyMap<string, CompiledModel>;
 
-const ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
+const ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;
 
-/** True when `id` is a valid rule or model id: 1-128 of letters, digits, `_`, `.`, `-`. */
+/** True when `id` is a valid rule or model id: 1-128 of letters, digits, `_`, `-` (it becomes a NATS subject token, so no dots). */
 export function isValidId(id: unknown): id is string {
   return typeof id === 'string' && ID.test(id);
 }
@@ -138,7 +138,8 @@ export function validateModel(
   if (!isValidId(model.id))
     problems.push({
       pointer: pointer(at, 'id'),
-      message: 'id must be 1-128 letters, digits, "_", "." or "-", starting with a letter or digit',
+      message:
+        'id must be 1-128 letters, digits, "_" or "-", starting with a letter or digit (it is used as a NATS subject token)',
     });
   if (model.description !== undefined && typeof model.description !== 'string')
     problems.push({ pointer: pointer(at, 'description'), message: 'description must be a string' });

@@ -297,7 +297,8 @@ export function validateRule(
   if (!isValidId(rule.id))
     problems.push({
       pointer: pointer(at, 'id'),
-      message: 'id must be 1-128 letters, digits, "_", "." or "-", starting with a letter or digit',
+      message:
+        'id must be 1-128 letters, digits, "_" or "-", starting with a letter or digit (it is used as a NATS subject token)',
     });
   if (rule.description !== undefined && typeof rule.description !== 'string')
     problems.push({ pointer: pointer(at, 'description'), message: 'description must be a string' });
