@@ -220,7 +220,12 @@ function validateLiteral(value: unknown, at: string, scope: ConditionScope): voi
       });
     }
     value.forEach((v, i) => {
-      if (typeof v === 'object' && v !== null) {
+      if (typeof v === 'number' && !Number.isFinite(v)) {
+        scope.problems.push({
+          pointer: pointer(at, i),
+          message: 'numbers in a value must be finite (JSON has no NaN or Infinity)',
+        });
+      } else if (typeof v === 'object' && v !== null) {
         scope.problems.push({
           pointer: pointer(at, i),
           message:
@@ -229,6 +234,12 @@ function validateLiteral(value: unknown, at: string, scope: ConditionScope): voi
       }
     });
     return;
+  }
+  if (typeof value === 'number' && !Number.isFinite(value)) {
+    scope.problems.push({
+      pointer: at,
+      message: 'value must be a finite number (JSON has no NaN or Infinity)',
+    });
   }
   if (typeof value === 'object' && value !== null) {
     scope.problems.push({
