@@ -318,6 +318,14 @@ export function applyControl(
   };
 }
 
+/** The same rules at a later control sequence: for a message that could not even be parsed. */
+export function skipControl(ruleSet: RuleSet, controlSeq: number): RuleSet {
+  if (!Number.isSafeInteger(controlSeq) || controlSeq <= ruleSet.controlSeq) {
+    throw new RangeError(`control sequence ${controlSeq} must be greater than the rule set's ${ruleSet.controlSeq}`);
+  }
+  return buildRuleSet(controlSeq, ruleSet.rules, ruleSet.models, ruleSet.refs);
+}
+
 /** Validates a control message against a rule set without applying it (what the control plane calls before publishing). */
 export function validateControl(
   ruleSet: RuleSet,

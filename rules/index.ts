@@ -7,6 +7,7 @@ export {
   applyControl,
   parseControl,
   restoreRuleSet,
+  skipControl,
   validateControl,
   type ControlOutcome,
   type StateChange,

@@ -48,6 +48,8 @@ export interface RuleError {
   readonly seq: number;
   readonly ruleId: string;
   readonly error: RuleEvaluationError;
+  /** The event the rule failed on (it may have been buffered: not always the record just processed). */
+  readonly event: Readonly<Record<string, unknown>>;
 }
 export interface Overflow {
   readonly ruleId: string;
@@ -213,11 +215,12 @@ function host(st: PartitionState, out: ProcessResult): OperatorHost {
         values: a.values,
       });
     },
-    error(rule, ref, message, cause) {
+    error(rule, e, message, cause) {
       out.errors.push({
-        seq: ref.seq,
+        seq: e.ref.seq,
         ruleId: rule.id,
         error: new RuleEvaluationError(rule.id, cause ?? new Error(message)),
+        event: e.event,
       });
     },
     overflow(rule, key, dropped, limit) {
@@ -286,6 +289,7 @@ function onEvent(
         seq: rec.seq,
         ruleId: rule.id,
         error: new RuleEvaluationError(rule.id, err),
+        event,
       });
       continue;
     }

@@ -30,7 +30,7 @@ export interface OperatorHost {
   /** Emits an alert (subject to suppression); `idParts` makes its id unique and deterministic. */
   alert(rule: CompiledRule, ks: KeyState, a: AlertDraft): void;
   /** Reports that the rule could not use this event (the event goes on to other rules). */
-  error(rule: CompiledRule, ref: EventRef, message: string, cause?: unknown): void;
+  error(rule: CompiledRule, e: OperatorEvent, message: string, cause?: unknown): void;
   /** Reports state dropped because a per-key limit was reached. */
   overflow(rule: CompiledRule, key: string, dropped: number, limit: string): void;
 }

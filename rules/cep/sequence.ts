@@ -43,7 +43,7 @@ function stepMatches(
   try {
     return step.when(ctx);
   } catch (err) {
-    host.error(rule, e.ref, `step "${step.name}" failed: ${(err as Error).message}`, err);
+    host.error(rule, e, `step "${step.name}" failed: ${(err as Error).message}`, err);
     return false;
   }
 }

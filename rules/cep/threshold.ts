@@ -289,7 +289,7 @@ export function thresholdEvent(
 ): void {
   const read = readValue(p, e.event);
   if (!read.ok) {
-    host.error(rule, e.ref, read.message);
+    host.error(rule, e, read.message);
     return;
   }
   if (p.tumbling) onTumbling(rule, p, ks, e, read.value, host);

@@ -1,0 +1,142 @@
+import { readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import { resolveLimits, ValidationError, type Problem, type RuleLimits } from '../rules/index.js';
+
+/** Every setting of the service, with its default. Environment variables map onto it (see {@link ENV}). */
+export interface VigilOptions {
+  /** NATS server URL. Default `nats://127.0.0.1:4222`. */
+  readonly natsUrl: string;
+  /** Redis URL (checkpoints; used from the checkpoint issue on). Default `redis://127.0.0.1:6379`. */
+  readonly redisUrl: string;
+  /** Interface of the HTTP server (health, metrics). Default `127.0.0.1`. */
+  readonly httpHost: string;
+  /** Port of the HTTP server; 0 picks a free one. Default 8080. */
+  readonly httpPort: number;
+  /** Partitions P of `EVENTS`: fixed for the life of the stream. Default 16. */
+  readonly partitions: number;
+  /** Worker threads W of this process. Default: the number of cores. */
+  readonly workers: number;
+  /** Bounded out-of-orderness of event time, in ms. Default 1000. */
+  readonly outOfOrderMs: number;
+  /** An idle partition with pending timers gets a time tick this often (ms); 0: never. Default 1000. */
+  readonly tickIntervalMs: number;
+  /** Rule errors (per rule version, per worker) after which the rule is paused through `CONTROL`. Default 100. */
+  readonly quarantineAfterErrors: number;
+  /** Duplicate window of `EVENTS`, `ALERTS` and `DLQ` (ms). Default 10 minutes. */
+  readonly duplicateWindowMs: number;
+  /** Most alert and DLQ publishes awaiting their ack per partition before the partition waits. Default 1000. */
+  readonly maxInFlightPublishes: number;
+  readonly limits: RuleLimits;
+}
+
+export const DEFAULT_OPTIONS: Omit<VigilOptions, 'limits' | 'workers'> = Object.freeze({
+  natsUrl: 'nats://127.0.0.1:4222',
+  redisUrl: 'redis://127.0.0.1:6379',
+  httpHost: '127.0.0.1',
+  httpPort: 8080,
+  partitions: 16,
+  outOfOrderMs: 1000,
+  tickIntervalMs: 1000,
+  quarantineAfterErrors: 100,
+  duplicateWindowMs: 10 * 60_000,
+  maxInFlightPublishes: 1000,
+});
+
+/** Environment variables and the settings they set. `VIGIL_CONFIG` names a JSON file of settings. */
+export const ENV = {
+  NATS_URL: 'natsUrl',
+  REDIS_URL: 'redisUrl',
+  VIGIL_HTTP_HOST: 'httpHost',
+  VIGIL_HTTP_PORT: 'httpPort',
+  VIGIL_PARTITIONS: 'partitions',
+  VIGIL_WORKERS: 'workers',
+  VIGIL_OUT_OF_ORDER_MS: 'outOfOrderMs',
+  VIGIL_TICK_INTERVAL_MS: 'tickIntervalMs',
+  VIGIL_QUARANTINE_AFTER_ERRORS: 'quarantineAfterErrors',
+  VIGIL_DUPLICATE_WINDOW_MS: 'duplicateWindowMs',
+  VIGIL_MAX_IN_FLIGHT_PUBLISHES: 'maxInFlightPublishes',
+} as const;
+
+const NUMERIC: Record<string, { min: number; max: number }> = {
+  httpPort: { min: 0, max: 65535 },
+  partitions: { min: 1, max: 1024 },
+  workers: { min: 1, max: 256 },
+  outOfOrderMs: { min: 0, max: 86_400_000 },
+  tickIntervalMs: { min: 0, max: 3_600_000 },
+  quarantineAfterErrors: { min: 1, max: 1_000_000_000 },
+  duplicateWindowMs: { min: 1000, max: 7 * 86_400_000 },
+  maxInFlightPublishes: { min: 1, max: 1_000_000 },
+};
+
+/**
+ * Builds the options once at start-up: defaults, then the `VIGIL_CONFIG` file, then environment
+ * variables, then `overrides`. Every bad setting is reported at once, by name.
+ * @throws ValidationError listing each bad setting.
+ */
+export function resolveOptions(
+  overrides: Partial<Omit<VigilOptions, 'limits'>> & { limits?: Partial<RuleLimits> } = {},
+  env: NodeJS.ProcessEnv = process.env,
+): VigilOptions {
+  const problems: Problem[] = [];
+  const merged: Record<string, unknown> = {
+    ...DEFAULT_OPTIONS,
+    workers: Math.max(1, availableParallelism()),
+  };
+  let fileLimits: Partial<RuleLimits> = {};
+  if (env.VIGIL_CONFIG) {
+    try {
+      const file = JSON.parse(readFileSync(env.VIGIL_CONFIG, 'utf8')) as Record<string, unknown>;
+      const { limits, ...rest } = file;
+      Object.assign(merged, rest);
+      fileLimits = (limits ?? {}) as Partial<RuleLimits>;
+    } catch (e) {
+      problems.push({
+        pointer: '/VIGIL_CONFIG',
+        message: `cannot read the config file ${env.VIGIL_CONFIG}: ${(e as Error).message}`,
+      });
+    }
+  }
+  for (const [name, setting] of Object.entries(ENV)) {
+    const raw = env[name];
+    if (raw === undefined || raw === '') continue;
+    merged[setting] = setting in NUMERIC ? Number(raw) : raw;
+  }
+  const { limits: limitOverrides, ...rest } = overrides;
+  for (const [k, v] of Object.entries(rest)) if (v !== undefined) merged[k] = v;
+  for (const k of Object.keys(merged)) {
+    if (!(k in DEFAULT_OPTIONS) && k !== 'workers')
+      problems.push({
+        pointer: `/${k}`,
+        message: `unknown setting "${k}"; settings are ${[...Object.keys(DEFAULT_OPTIONS), 'workers', 'limits'].join(', ')}`,
+      });
+  }
+  for (const [k, { min, max }] of Object.entries(NUMERIC)) {
+    const v = merged[k];
+    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min || v > max) {
+      const envName = Object.entries(ENV).find(([, s]) => s === k)?.[0];
+      problems.push({
+        pointer: `/${k}`,
+        message: `setting "${k}"${envName ? ` (${envName})` : ''} must be an integer from ${min} to ${max}, got ${JSON.stringify(v)}`,
+      });
+    }
+  }
+  for (const k of ['natsUrl', 'redisUrl'] as const) {
+    const v = merged[k];
+    if (typeof v !== 'string' || !/^(nats|redis|rediss|tls|ws|wss):\/\//.test(v))
+      problems.push({
+        pointer: `/${k}`,
+        message: `setting "${k}" must be a URL such as ${DEFAULT_OPTIONS[k]}, got ${JSON.stringify(v)}`,
+      });
+  }
+  let limits: RuleLimits | undefined;
+  try {
+    limits = resolveLimits({ ...fileLimits, ...limitOverrides });
+  } catch (e) {
+    if (e instanceof ValidationError)
+      problems.push(...e.problems.map((p) => ({ ...p, pointer: `/limits${p.pointer}` })));
+    else throw e;
+  }
+  if (problems.length > 0 || limits === undefined)
+    throw new ValidationError('Vigil configuration', problems);
+  return Object.freeze({ ...(merged as unknown as VigilOptions), limits });
+}

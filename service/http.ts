@@ -1,0 +1,43 @@
+import type { Server } from 'node:http';
+import express from 'express';
+import { collectDefaultMetrics, Registry } from 'prom-client';
+import type { WorkerPool } from './worker-pool.js';
+
+/** The HTTP side of the service: health, readiness and metrics. */
+export async function startHttp(
+  pool: WorkerPool,
+  host: string,
+  port: number,
+): Promise<{ server: Server; url: string; close(): Promise<void> }> {
+  const app = express();
+  app.disable('x-powered-by');
+  const own = new Registry();
+  collectDefaultMetrics({ register: own });
+  app.get('/healthz', (_req, res) => {
+    res.json({ status: 'ok' });
+  });
+  app.get('/readyz', (_req, res) => {
+    const workers = pool.status();
+    res.status(pool.ready ? 200 : 503).json({ ready: pool.ready, workers });
+  });
+  app.get('/metrics', (_req, res, next) => {
+    pool
+      .metrics([own])
+      .then(async (registry) => {
+        res.set('Content-Type', registry.contentType);
+        res.send(await registry.metrics());
+      })
+      .catch(next);
+  });
+  const server = await new Promise<Server>((resolve, reject) => {
+    const s = app.listen(port, host, () => resolve(s));
+    s.once('error', reject);
+  });
+  const addr = server.address();
+  const actual = typeof addr === 'object' && addr !== null ? addr.port : port;
+  return {
+    server,
+    url: `http://${host}:${actual}`,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}

@@ -1,0 +1,93 @@
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+/**
+ * The metrics of one worker thread. Each worker has its own registry; the main thread merges them
+ * into one exposition (`AggregatorRegistry.aggregate`): counters and histograms add up, and the
+ * per-partition gauges do too because each partition has exactly one owner.
+ */
+export class WorkerMetrics {
+  readonly registry = new Registry();
+  readonly events = new Counter({
+    name: 'vigil_events_total',
+    help: 'Records read from the partition logs, by partition and outcome (judged, late, invalid, marker, tick, …)',
+    labelNames: ['partition', 'outcome'],
+    registers: [this.registry],
+  });
+  readonly processing = new Histogram({
+    name: 'vigil_processing_seconds',
+    help: 'Time from an event being stored in EVENTS to its verdict',
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [this.registry],
+  });
+  readonly alerts = new Counter({
+    name: 'vigil_alerts_total',
+    help: 'Alerts published, by rule',
+    labelNames: ['rule'],
+    registers: [this.registry],
+  });
+  readonly suppressed = new Counter({
+    name: 'vigil_alerts_suppressed_total',
+    help: 'Alerts held back by alert.suppressFor',
+    registers: [this.registry],
+  });
+  readonly dlq = new Counter({
+    name: 'vigil_dlq_total',
+    help: 'Messages sent to the dead-letter stream, by reason',
+    labelNames: ['reason'],
+    registers: [this.registry],
+  });
+  readonly ruleErrors = new Counter({
+    name: 'vigil_rule_errors_total',
+    help: 'Events a rule failed on, by rule',
+    labelNames: ['rule'],
+    registers: [this.registry],
+  });
+  readonly quarantines = new Counter({
+    name: 'vigil_quarantines_total',
+    help: 'pause-rule messages published because a rule kept failing',
+    labelNames: ['rule'],
+    registers: [this.registry],
+  });
+  readonly overflows = new Counter({
+    name: 'vigil_state_overflow_total',
+    help: 'Keyed-state entries dropped at a per-key limit, by rule and limit',
+    labelNames: ['rule', 'limit'],
+    registers: [this.registry],
+  });
+  readonly controlApplied = new Gauge({
+    name: 'vigil_control_seq_applied',
+    help: 'CONTROL sequence in force, per partition',
+    labelNames: ['partition'],
+    registers: [this.registry],
+  });
+  readonly controlSeen = new Gauge({
+    name: 'vigil_control_seq_seen',
+    help: 'Highest CONTROL sequence this worker has read',
+    labelNames: ['worker'],
+    registers: [this.registry],
+  });
+  readonly activation = new Histogram({
+    name: 'vigil_activation_seconds',
+    help: 'Time from a control message being stored in CONTROL to its marker being applied on a partition',
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [this.registry],
+  });
+  readonly lag = new Gauge({
+    name: 'vigil_consumer_lag',
+    help: 'Messages of the partition not yet read by its consumer',
+    labelNames: ['partition'],
+    registers: [this.registry],
+  });
+  readonly watermarkLag = new Gauge({
+    name: 'vigil_watermark_lag_seconds',
+    help: 'Wall-clock time minus the partition watermark',
+    labelNames: ['partition'],
+    registers: [this.registry],
+  });
+  readonly ready = new Gauge({
+    name: 'vigil_worker_ready',
+    help: '1 when the worker has caught up with CONTROL and runs its partitions',
+    labelNames: ['worker'],
+    registers: [this.registry],
+  });
+}

@@ -1,0 +1,241 @@
+import {
+  createPartition,
+  emptyRuleSet,
+  processRecord,
+  type PartitionState,
+  type ProcessResult,
+  type RuleLimits,
+} from '../rules/index.js';
+import type { ControlFollower } from './control-follower.js';
+import type { EventSource, LogRecord } from './event-source.js';
+import type { WorkerMetrics } from './metrics.js';
+import { partitionOf } from './partitioner.js';
+import type { AlertSink, DeadLetterSink } from './sinks.js';
+import { PROBE_KEY } from './streams.js';
+import { MARKER_KEY, Streams, TICK_KEY } from './subjects.js';
+
+export interface PartitionRunnerDeps {
+  readonly partition: number;
+  readonly partitions: number;
+  readonly outOfOrderMs: number;
+  readonly limits: RuleLimits;
+  readonly source: EventSource;
+  readonly control: ControlFollower;
+  readonly alerts: AlertSink;
+  readonly deadLetters: DeadLetterSink;
+  readonly metrics: WorkerMetrics;
+  /** A rule failed on an event (the runner counts nothing itself; the worker decides on quarantine). */
+  readonly onRuleError: (
+    ruleId: string,
+    ruleVersion: number,
+    controlSeq: number,
+    message: string,
+  ) => void;
+  /** The partition applied a marker. */
+  readonly onApplied: (partition: number, controlSeq: number) => void;
+}
+
+const decoder = new TextDecoder();
+const encoder = new TextEncoder();
+
+function parseSystem(
+  data: Uint8Array,
+  kind: 'epoch' | 'tick',
+): Record<string, unknown> | undefined {
+  try {
+    const v = JSON.parse(decoder.decode(data)) as unknown;
+    return typeof v === 'object' && v !== null && (v as Record<string, unknown>).vigil === kind
+      ? (v as Record<string, unknown>)
+      : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Runs one partition: reads its log, feeds every record to the rules core, and sends alerts and
+ * dead letters on. An epoch marker is a barrier: the partition waits until this worker has read
+ * the control message the marker names, then applies it exactly there (G2).
+ */
+export class PartitionRunner {
+  readonly state: PartitionState;
+  private lastActivity = Date.now();
+  private done: Promise<void> | undefined;
+  private readonly p: string;
+
+  constructor(private readonly d: PartitionRunnerDeps) {
+    this.state = createPartition(emptyRuleSet(), {
+      partition: d.partition,
+      outOfOrderMs: d.outOfOrderMs,
+      limits: d.limits,
+    });
+    this.p = String(d.partition);
+  }
+
+  start(): void {
+    this.done = this.run();
+  }
+
+  /** Milliseconds since the partition last read a record. */
+  get idleMs(): number {
+    return Date.now() - this.lastActivity;
+  }
+
+  /** True when timers or buffered events wait for event time to move on. */
+  get waitingForTime(): boolean {
+    return this.state.buffer.size > 0 || this.state.timers.size > 0;
+  }
+
+  async stop(): Promise<void> {
+    await this.d.source.stop();
+    await this.done;
+  }
+
+  private async run(): Promise<void> {
+    for await (const r of this.d.source) {
+      this.lastActivity = Date.now();
+      await this.handle(r);
+      this.d.metrics.lag.set({ partition: this.p }, r.pending);
+    }
+  }
+
+  private dead(r: LogRecord, reason: string, message: string, ruleId?: string): Promise<void> {
+    this.d.metrics.dlq.inc({ reason });
+    this.d.metrics.events.inc({ partition: this.p, outcome: reason });
+    return this.d.deadLetters.publish({
+      reason,
+      data: r.data,
+      message,
+      source: { stream: Streams.events, subject: r.subject, seq: r.seq },
+      ...(ruleId === undefined ? {} : { ruleId }),
+      id: `dlq-${r.seq}-${reason}${ruleId === undefined ? '' : `-${ruleId}`}`,
+    });
+  }
+
+  private async handle(r: LogRecord): Promise<void> {
+    const key = r.subject.split('.')[1] ?? '';
+    if (key === MARKER_KEY) return this.marker(r);
+    if (key === TICK_KEY) {
+      const tick = parseSystem(r.data, 'tick');
+      if (tick === undefined || typeof tick.ts !== 'number' || !Number.isSafeInteger(tick.ts))
+        return this.dead(r, 'bad-tick', 'a tick must be {"vigil":"tick","ts":<integer ms>}');
+      this.d.metrics.events.inc({ partition: this.p, outcome: 'tick' });
+      return this.emit(r, processRecord(this.state, { kind: 'tick', seq: r.seq, ts: tick.ts }));
+    }
+    if (key === PROBE_KEY) {
+      this.d.metrics.events.inc({ partition: this.p, outcome: 'probe' });
+      return;
+    }
+    if (key.startsWith('_'))
+      return this.dead(
+        r,
+        'reserved-key',
+        `keys starting with "_" are reserved for Vigil; publish to events.<key> with another key`,
+      );
+    if (partitionOf(key, this.d.partitions) !== this.d.partition) {
+      return this.dead(
+        r,
+        'wrong-partition',
+        `key "${key}" belongs to partition ${partitionOf(key, this.d.partitions)}, not ${this.d.partition}; publish to events.<key> and let the server map it`,
+      );
+    }
+    const result = processRecord(this.state, {
+      kind: 'event',
+      seq: r.seq,
+      key,
+      data: r.data,
+      publishTs: r.storedAt,
+    });
+    this.d.metrics.processing.observe(Math.max(0, Date.now() - r.storedAt) / 1000);
+    if (result.invalid.length === 0 && result.late.length === 0)
+      this.d.metrics.events.inc({ partition: this.p, outcome: 'judged' });
+    return this.emit(r, result);
+  }
+
+  private async marker(r: LogRecord): Promise<void> {
+    const m = parseSystem(r.data, 'epoch');
+    const c = m?.controlSeq;
+    if (typeof c !== 'number' || !Number.isSafeInteger(c) || c < 1)
+      return this.dead(
+        r,
+        'bad-marker',
+        'an epoch marker must be {"vigil":"epoch","controlSeq":<CONTROL sequence>}',
+      );
+    if (c <= this.state.ruleSet.controlSeq) {
+      this.d.metrics.events.inc({ partition: this.p, outcome: 'marker-duplicate' });
+      return;
+    }
+    const control = this.d.control;
+    // A marker may only name a message CONTROL holds: otherwise it is forged, and waiting for it would stall the partition.
+    if (c > control.seq && c > (await control.streamHead())) {
+      return this.dead(
+        r,
+        'forged-marker',
+        `marker names control sequence ${c}, which CONTROL does not hold; markers are written by Vigil only`,
+      );
+    }
+    await control.waitFor(c);
+    const ruleSet = control.ruleSetAt(c);
+    if (ruleSet === undefined)
+      return this.dead(
+        r,
+        'bad-marker',
+        `the rule set at control sequence ${c} is no longer held by this worker`,
+      );
+    processRecord(this.state, { kind: 'marker', seq: r.seq, ruleSet });
+    this.d.metrics.events.inc({ partition: this.p, outcome: 'marker' });
+    this.d.metrics.controlApplied.set({ partition: this.p }, c);
+    const committed = control.commitTime(c);
+    if (committed !== undefined)
+      this.d.metrics.activation.observe(Math.max(0, Date.now() - committed) / 1000);
+    this.d.onApplied(this.d.partition, c);
+  }
+
+  private async emit(r: LogRecord, out: ProcessResult): Promise<void> {
+    const metrics = this.d.metrics;
+    for (const a of out.alerts) {
+      metrics.alerts.inc({ rule: a.ruleId });
+      await this.d.alerts.publish(a);
+    }
+    for (const l of out.late)
+      await this.dead(
+        r,
+        'late',
+        `event time ${l.ts} is at or before the partition's watermark ${l.watermark}; raise VIGIL_OUT_OF_ORDER_MS if such delays are normal`,
+      );
+    for (const i of out.invalid) await this.dead(r, i.reason, i.message);
+    for (const e of out.errors) {
+      metrics.ruleErrors.inc({ rule: e.ruleId });
+      const rule = this.state.ruleSet.rules.get(e.ruleId);
+      this.d.onRuleError(
+        e.ruleId,
+        rule?.version ?? 0,
+        this.state.ruleSet.controlSeq,
+        e.error.message,
+      );
+      // The event may have waited in the reorder buffer: it is not always the record just read.
+      const data = r.seq === e.seq ? r.data : encoder.encode(JSON.stringify(e.event));
+      await this.d.deadLetters.publish({
+        reason: 'rule-error',
+        data,
+        message: e.error.message,
+        source: {
+          stream: Streams.events,
+          subject: r.seq === e.seq ? r.subject : `events.*.${this.p}`,
+          seq: e.seq,
+        },
+        ruleId: e.ruleId,
+        id: `dlq-${e.seq}-rule-error-${e.ruleId}`,
+      });
+      metrics.dlq.inc({ reason: 'rule-error' });
+    }
+    for (const o of out.overflows)
+      metrics.overflows.inc({ rule: o.ruleId, limit: o.limit }, o.dropped);
+    if (out.suppressed > 0) metrics.suppressed.inc(out.suppressed);
+    if (Number.isFinite(this.state.watermark))
+      metrics.watermarkLag.set(
+        { partition: this.p },
+        Math.max(0, Date.now() - this.state.watermark) / 1000,
+      );
+  }
+}

@@ -1,0 +1,236 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { partitionMapping } from './subjects.js';
+import { ServiceError, ServiceErrorCode } from './errors.js';
+
+/** A server process this module started. */
+export interface ServerHandle {
+  readonly name: 'nats-server' | 'redis-server';
+  readonly url: string;
+  readonly port: number;
+  readonly process: ChildProcess;
+  /** Stops the server (SIGTERM) and waits until the process has exited. */
+  stop(): Promise<void>;
+}
+
+const SEARCH_PATH = ['/usr/local/sbin', '/usr/local/bin', '/usr/sbin', '/usr/bin', '/sbin', '/bin'];
+
+/** Finds an executable on PATH or in the usual system folders (Debian puts nats-server in /usr/sbin). */
+export function findExecutable(name: string): string | undefined {
+  const dirs = [...(process.env.PATH ?? '').split(':').filter(Boolean), ...SEARCH_PATH];
+  return dirs.map((d) => join(d, name)).find((p) => existsSync(p));
+}
+
+/**
+ * Makes sure nats-server and redis-server are installed: on Debian/Ubuntu as root, installs the
+ * missing ones with apt-get; elsewhere throws an error that says what to install.
+ */
+export function ensureServersInstalled(log: (line: string) => void = () => {}): {
+  nats: string;
+  redis: string;
+} {
+  const missing = [
+    ['nats-server', 'nats-server'],
+    ['redis-server', 'redis-server'],
+  ].filter(([bin]) => findExecutable(bin as string) === undefined);
+  if (missing.length > 0) {
+    const pkgs = missing.map(([, pkg]) => pkg as string);
+    const apt = findExecutable('apt-get');
+    if (apt === undefined || process.getuid?.() !== 0) {
+      throw new ServiceError(
+        ServiceErrorCode.ServersMissing,
+        `${pkgs.join(' and ')} not found; install them (Debian/Ubuntu: sudo apt-get install ${pkgs.join(' ')}; nats-server 2.9+ with JetStream), or set NATS_URL and REDIS_URL to servers you run`,
+      );
+    }
+    log(`installing ${pkgs.join(', ')} with apt-get …`);
+    const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+    const update = spawnSync(apt, ['update', '-qq'], { stdio: 'inherit', env });
+    const install =
+      update.status === 0
+        ? spawnSync(apt, ['install', '-y', '-qq', ...pkgs], { stdio: 'inherit', env })
+        : update;
+    if (install.status !== 0)
+      throw new ServiceError(
+        ServiceErrorCode.ServersMissing,
+        `apt-get could not install ${pkgs.join(' ')} (exit ${install.status}); install them by hand`,
+      );
+  }
+  const nats = findExecutable('nats-server');
+  const redis = findExecutable('redis-server');
+  if (nats === undefined || redis === undefined)
+    throw new ServiceError(
+      ServiceErrorCode.ServersMissing,
+      'nats-server or redis-server is still missing after installing',
+    );
+  return { nats, redis };
+}
+
+/** A free TCP port on loopback (redis-server cannot pick a random port itself). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      srv.close(() =>
+        typeof addr === 'object' && addr !== null
+          ? resolve(addr.port)
+          : reject(new Error('no port')),
+      );
+    });
+  });
+}
+
+/** The nats-server configuration Vigil needs: loopback, JetStream in `storeDir`, the partition mapping. */
+/** `port` -1 lets the server choose a free port. */
+export function natsConfig(opts: { port: number; storeDir: string; partitions: number }): string {
+  return [
+    '# Vigil: nats-server with JetStream and the partition mapping of DESIGN §3.',
+    'host: 127.0.0.1',
+    `port: ${opts.port}`,
+    `jetstream { store_dir: ${JSON.stringify(opts.storeDir)} }`,
+    partitionMapping(opts.partitions),
+    '',
+  ].join('\n');
+}
+
+function handle(
+  name: ServerHandle['name'],
+  url: string,
+  port: number,
+  child: ChildProcess,
+): ServerHandle {
+  const exited = new Promise<void>((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) resolve();
+    else child.once('exit', () => resolve());
+  });
+  return {
+    name,
+    url,
+    port,
+    process: child,
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
+
+function waitForLine(
+  child: ChildProcess,
+  name: string,
+  pattern: RegExp,
+  timeoutMs: number,
+): Promise<RegExpMatchArray> {
+  return new Promise((resolve, reject) => {
+    let seen = '';
+    const onData = (chunk: Buffer): void => {
+      seen += chunk.toString();
+      const m = pattern.exec(seen);
+      if (m) {
+        cleanup();
+        resolve(m);
+      }
+    };
+    const onExit = (code: number | null): void => {
+      cleanup();
+      reject(
+        new ServiceError(
+          ServiceErrorCode.ServerStart,
+          `${name} exited (code ${code}) before it was ready:\n${seen.slice(-2000)}`,
+        ),
+      );
+    };
+    const timer = setTimeout(() => {
+      cleanup();
+      child.kill('SIGKILL');
+      reject(
+        new ServiceError(
+          ServiceErrorCode.ServerStart,
+          `${name} was not ready within ${timeoutMs} ms:\n${seen.slice(-2000)}`,
+          { retryable: true },
+        ),
+      );
+    }, timeoutMs);
+    const cleanup = (): void => {
+      clearTimeout(timer);
+      child.stdout?.off('data', onData);
+      child.stderr?.off('data', onData);
+      child.off('exit', onExit);
+    };
+    child.stdout?.on('data', onData);
+    child.stderr?.on('data', onData);
+    child.once('exit', onExit);
+  });
+}
+
+/**
+ * Starts nats-server on loopback with JetStream data under `dataDir` and the partition mapping
+ * for `partitions`. Port 0 lets the server pick a free one. Resolves once it accepts clients.
+ */
+export async function startNats(opts: {
+  dataDir: string;
+  partitions: number;
+  port?: number;
+  executable?: string;
+}): Promise<ServerHandle> {
+  mkdirSync(opts.dataDir, { recursive: true });
+  const storeDir = join(opts.dataDir, 'jetstream');
+  const confPath = join(opts.dataDir, 'nats.conf');
+  writeFileSync(
+    confPath,
+    natsConfig({
+      port: opts.port === undefined || opts.port === 0 ? -1 : opts.port,
+      storeDir,
+      partitions: opts.partitions,
+    }),
+  );
+  const exe = opts.executable ?? findExecutable('nats-server') ?? 'nats-server';
+  const child = spawn(exe, ['-c', confPath], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const m = await waitForLine(
+    child,
+    'nats-server',
+    /Listening for client connections on [^\s]*:(\d+)[\s\S]*Server is ready/,
+    30_000,
+  );
+  const port = Number(m[1]);
+  child.stdout?.resume();
+  child.stderr?.resume();
+  return handle('nats-server', `nats://127.0.0.1:${port}`, port, child);
+}
+
+/** Starts redis-server on loopback with its data (append-only file) under `dataDir`. */
+export async function startRedis(opts: {
+  dataDir: string;
+  port?: number;
+  executable?: string;
+}): Promise<ServerHandle> {
+  mkdirSync(opts.dataDir, { recursive: true });
+  const port = opts.port === undefined || opts.port === 0 ? await freePort() : opts.port;
+  const exe = opts.executable ?? findExecutable('redis-server') ?? 'redis-server';
+  const args = [
+    '--bind',
+    '127.0.0.1',
+    '--port',
+    String(port),
+    '--dir',
+    opts.dataDir,
+    '--appendonly',
+    'yes',
+    '--save',
+    '',
+    '--daemonize',
+    'no',
+    '--protected-mode',
+    'yes',
+  ];
+  const child = spawn(exe, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  await waitForLine(child, 'redis-server', /Ready to accept connections/, 30_000);
+  child.stdout?.resume();
+  child.stderr?.resume();
+  return handle('redis-server', `redis://127.0.0.1:${port}`, port, child);
+}

@@ -1,0 +1,58 @@
+import { connect } from '@nats-io/transport-node';
+import { jetstreamManager } from '@nats-io/jetstream';
+import type { VigilOptions } from './config.js';
+import { startHttp } from './http.js';
+import { ensureStreams, verifyMapping } from './streams.js';
+import { WorkerPool, type Logger } from './worker-pool.js';
+
+/** A running service. */
+export interface RunningService {
+  /** Base URL of the HTTP server (health, readiness, metrics). */
+  readonly url: string;
+  readonly pool: WorkerPool;
+  /** Resolves once every worker is ready. */
+  whenReady(timeoutMs?: number): Promise<void>;
+  /** Graceful stop: workers finish in-flight records, flush alerts, close connections. */
+  stop(): Promise<void>;
+}
+
+const defaultLog: Logger = (level, message) =>
+  console[level === 'info' ? 'log' : level](`[vigil] ${message}`);
+
+/**
+ * Starts the service: creates or checks the streams, verifies the server's partition mapping,
+ * starts the worker threads and the HTTP server.
+ */
+export async function startService(
+  options: VigilOptions,
+  log: Logger = defaultLog,
+): Promise<RunningService> {
+  const nc = await connect({ servers: options.natsUrl, name: 'vigil-setup' });
+  try {
+    await ensureStreams(await jetstreamManager(nc), options.duplicateWindowMs);
+    await verifyMapping(nc, options.partitions);
+  } finally {
+    await nc.close();
+  }
+  const pool = new WorkerPool(options, log);
+  pool.start();
+  const http = await startHttp(pool, options.httpHost, options.httpPort);
+  return {
+    url: http.url,
+    pool,
+    async whenReady(timeoutMs = 60_000) {
+      const until = Date.now() + timeoutMs;
+      while (!pool.ready) {
+        if (Date.now() > until)
+          throw new Error(
+            `workers not ready after ${timeoutMs} ms: ${JSON.stringify(pool.status())}`,
+          );
+        await new Promise((r) => setTimeout(r, 25));
+      }
+    },
+    async stop() {
+      await pool.stop();
+      await http.close();
+    },
+  };
+}

@@ -1,0 +1,69 @@
+import { headers } from '@nats-io/transport-node';
+import type { Alert } from '../rules/index.js';
+import type { Publisher } from './publisher.js';
+import { alertSubject, dlqSubject } from './subjects.js';
+
+/** Where alerts go. The production sink publishes to `ALERTS`, deduplicated by alert id. */
+export interface AlertSink {
+  publish(alert: Alert): Promise<void>;
+}
+
+/** A message that could not be used, with the reason. */
+export interface DeadLetter {
+  /** Reason token (`not-json`, `late`, `rule-error`, `forged-marker`, `invalid-control`, …). */
+  readonly reason: string;
+  /** The original payload. */
+  readonly data: Uint8Array;
+  /** One line for people: what was wrong and, where it helps, how to fix it. */
+  readonly message: string;
+  /** Where it came from. */
+  readonly source?: { readonly stream: string; readonly subject: string; readonly seq: number };
+  readonly ruleId?: string;
+  /** Stable id, so a replay re-publishes the same dead letter and dedupe absorbs it. */
+  readonly id: string;
+}
+
+/** Where dead letters go. The production sink publishes to `DLQ` (`vigil.dlq.<reason>`). */
+export interface DeadLetterSink {
+  publish(letter: DeadLetter): Promise<void>;
+}
+
+const encoder = new TextEncoder();
+
+/** Alerts to `alerts.<severity>.<ruleId>` with `Nats-Msg-Id` = alert id. */
+export function natsAlertSink(publisher: Publisher): AlertSink {
+  return {
+    publish: (alert) =>
+      publisher.publish(
+        alertSubject(alert.severity, alert.ruleId),
+        encoder.encode(JSON.stringify(alert)),
+        { msgID: alert.id },
+      ),
+  };
+}
+
+/** A header value on one line, bounded. */
+function headerValue(s: string): string {
+  return s.replace(/[\r\n]+/g, ' ').slice(0, 2000);
+}
+
+/** Dead letters to `vigil.dlq.<reason>`: the original payload, with the reason and source in headers. */
+export function natsDeadLetterSink(publisher: Publisher): DeadLetterSink {
+  return {
+    publish(letter) {
+      const h = headers();
+      h.set('Vigil-Reason', letter.reason);
+      h.set('Vigil-Error', headerValue(letter.message));
+      if (letter.source) {
+        h.set('Vigil-Source-Stream', letter.source.stream);
+        h.set('Vigil-Source-Subject', letter.source.subject);
+        h.set('Vigil-Source-Seq', String(letter.source.seq));
+      }
+      if (letter.ruleId) h.set('Vigil-Rule', letter.ruleId);
+      return publisher.publish(dlqSubject(letter.reason), letter.data, {
+        msgID: letter.id,
+        headers: h,
+      });
+    },
+  };
+}
