@@ -84,7 +84,7 @@ export default tseslint.config(
   },
   {
     // Tool configuration files are loaded by their tools through a default export.
-    files: ['*.config.js', '*.config.ts'],
+    files: ['*.config.js', '*.config.ts', 'test/global-setup.ts'],
     rules: { 'no-restricted-syntax': 'off' },
   },
 );

@@ -301,7 +301,14 @@ export function applyControl(
     problems: [],
     limits,
   };
-  applyMessage(w, message, '', false);
+  // Rules keep parts of the message; a private copy keeps the caller from changing them afterwards.
+  let copy: unknown;
+  try {
+    copy = structuredClone(message);
+  } catch {
+    w.problems.push({ pointer: '', message: 'a control message must be plain JSON data' });
+  }
+  if (w.problems.length === 0) applyMessage(w, copy, '', false);
   if (w.problems.length === 0) checkFinalState(w);
   if (w.problems.length > 0) {
     return {
@@ -313,7 +320,7 @@ export function applyControl(
   return {
     ok: true,
     ruleSet: buildRuleSet(controlSeq, w.rules, w.models, w.refs),
-    message: message as ControlMessage,
+    message: copy as ControlMessage,
     changes: w.changes,
   };
 }
@@ -321,7 +328,9 @@ export function applyControl(
 /** The same rules at a later control sequence: for a message that could not even be parsed. */
 export function skipControl(ruleSet: RuleSet, controlSeq: number): RuleSet {
   if (!Number.isSafeInteger(controlSeq) || controlSeq <= ruleSet.controlSeq) {
-    throw new RangeError(`control sequence ${controlSeq} must be greater than the rule set's ${ruleSet.controlSeq}`);
+    throw new RangeError(
+      `control sequence ${controlSeq} must be greater than the rule set's ${ruleSet.controlSeq}`,
+    );
   }
   return buildRuleSet(controlSeq, ruleSet.rules, ruleSet.models, ruleSet.refs);
 }

@@ -119,14 +119,14 @@ function compileLeaf(c: {
     }
     return { priority, mayThrow: true, run: (ctx) => evaluate(left(ctx), right(ctx)) };
   }
+  // `indexOf` on an array never converts its argument; on a string it does, and that can throw.
   const safe =
     op.decorators.length === 0 &&
     (op.base === 'equal' ||
       op.base === 'notEqual' ||
       op.base === 'contains' ||
       op.base === 'doesNotContain' ||
-      ((op.base === 'in' || op.base === 'notIn') &&
-        (Array.isArray(value) || typeof value === 'string')));
+      ((op.base === 'in' || op.base === 'notIn') && Array.isArray(value)));
   if (
     op.decorators.length === 0 &&
     (op.base === 'in' || op.base === 'notIn') &&

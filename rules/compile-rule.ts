@@ -79,7 +79,7 @@ const COMPARE: Record<Comparison, (a: number, b: number) => boolean> = {
   '!=': (a, b) => a !== b,
 };
 
-const TEMPLATE_VAR = /\{\{\s*([^}\s]+)\s*\}\}/g;
+const TEMPLATE_VAR = /\{\{\s*([^{}\s]+)\s*\}\}/g;
 
 function compileTemplate(template: string): { render: CompiledRule['title']; fields: string[] } {
   const fields = [...template.matchAll(TEMPLATE_VAR)].map((m) => m[1] as string);
@@ -88,11 +88,8 @@ function compileTemplate(template: string): { render: CompiledRule['title']; fie
     render: (vars) =>
       template.replace(TEMPLATE_VAR, (_, name: string) => {
         const v = vars(name);
-        return v === undefined || v === null
-          ? ''
-          : typeof v === 'object'
-            ? JSON.stringify(v)
-            : String(v);
+        // Only scalars are rendered: an object or array renders as nothing, wherever the alert came from.
+        return v === undefined || v === null || typeof v === 'object' ? '' : String(v);
       }),
   };
 }
@@ -212,5 +209,7 @@ export function incompatibility(before: Rule, after: Rule): string | undefined {
       return 'window changed';
     return undefined;
   }
-  return jsonEqual(a, b) ? undefined : `${a.kind} pattern changed`;
+  // Durations compare by value: "100ms" and 100 are the same window.
+  const norm = (x: typeof a) => ('within' in x ? { ...x, within: parseDuration(x.within) } : x);
+  return jsonEqual(norm(a), norm(b)) ? undefined : `${a.kind} pattern changed`;
 }

@@ -8,6 +8,8 @@ export const InvalidReason = {
   missingType: 'missing-type',
   badTs: 'bad-ts',
   forbiddenField: 'forbidden-field',
+  tooDeep: 'too-deep',
+  badNumber: 'bad-number',
 } as const;
 export type InvalidReason = (typeof InvalidReason)[keyof typeof InvalidReason];
 
@@ -23,79 +25,107 @@ export interface ParsedEvent {
 export type ParseEventResult =
   ParsedEvent | { readonly ok: false; readonly reason: InvalidReason; readonly message: string };
 
+/** Nesting deeper than this is refused: recursion over such values (JSON.stringify, snapshots) could overflow the stack. */
+export const MAX_EVENT_DEPTH = 32;
+
 const decoder = new TextDecoder();
 const encoder = new TextEncoder();
+/** RFC 3339 with an explicit zone: the same instant on every machine, whatever its time zone. */
+const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})$/;
 
 function eventTime(v: unknown): number | undefined {
   if (typeof v === 'number') return Number.isSafeInteger(v) && v >= 0 ? v : undefined;
-  if (typeof v === 'string') {
+  if (typeof v === 'string' && RFC3339.test(v)) {
     const t = Date.parse(v);
     return Number.isSafeInteger(t) && t >= 0 ? t : undefined;
   }
   return undefined;
 }
 
+function fail(reason: InvalidReason, message: string): ParseEventResult {
+  return { ok: false, reason, message };
+}
+
+/** Checks nesting depth and that every number is finite (JSON.parse turns 1e400 into Infinity, which JSON cannot carry back). */
+function checkValue(v: unknown, depth: number): InvalidReason | undefined {
+  if (typeof v === 'number') return Number.isFinite(v) ? undefined : InvalidReason.badNumber;
+  if (typeof v !== 'object' || v === null) return undefined;
+  if (depth >= MAX_EVENT_DEPTH) return InvalidReason.tooDeep;
+  for (const x of Array.isArray(v) ? v : Object.values(v)) {
+    const bad = checkValue(x, depth + 1);
+    if (bad !== undefined) return bad;
+  }
+  return undefined;
+}
+
 /**
- * Parses and checks one event payload (DESIGN §3): a JSON object of at most `maxEventBytes` with a
- * string `type`, an optional `id`, and an optional `ts` (integer ms since the epoch or ISO-8601;
- * default: `publishTs`). Top-level fields `__proto__`, `constructor` and `prototype` are refused.
+ * Parses and checks one event payload (DESIGN §3): a JSON object of at most `maxEventBytes`,
+ * nested at most {@link MAX_EVENT_DEPTH} deep, with finite numbers, a string `type`, an optional
+ * `id`, and an optional `ts` (integer ms since the epoch, or RFC 3339 with a zone; default
+ * `publishTs`) at most `maxEventFutureMs` after `publishTs`. Top-level fields `__proto__`,
+ * `constructor` and `prototype` are refused.
  */
 export function parseEvent(data: unknown, publishTs: number, limits: RuleLimits): ParseEventResult {
   let obj: unknown = data;
   if (typeof data === 'string' || data instanceof Uint8Array) {
-    const size = typeof data === 'string' ? encoder.encode(data).byteLength : data.byteLength;
+    const size =
+      typeof data === 'string'
+        ? data.length * 3 <= limits.maxEventBytes
+          ? data.length
+          : encoder.encode(data).byteLength
+        : data.byteLength;
     if (size > limits.maxEventBytes)
-      return {
-        ok: false,
-        reason: InvalidReason.tooLarge,
-        message: `event is ${size} bytes, over the limit of ${limits.maxEventBytes}`,
-      };
+      return fail(
+        InvalidReason.tooLarge,
+        `event is ${size} bytes, over the limit of ${limits.maxEventBytes}`,
+      );
     try {
       obj = JSON.parse(typeof data === 'string' ? data : decoder.decode(data));
     } catch (e) {
-      return {
-        ok: false,
-        reason: InvalidReason.notJson,
-        message: `event is not JSON: ${(e as Error).message}`,
-      };
+      return fail(InvalidReason.notJson, `event is not JSON: ${(e as Error).message}`);
     }
   }
-  if (typeof obj !== 'object' || obj === null || Array.isArray(obj)) {
-    return {
-      ok: false,
-      reason: InvalidReason.notObject,
-      message: 'event must be a JSON object such as {"type": "payment", ...}',
-    };
-  }
+  if (typeof obj !== 'object' || obj === null || Array.isArray(obj))
+    return fail(
+      InvalidReason.notObject,
+      'event must be a JSON object such as {"type": "payment", ...}',
+    );
   const event = obj as Record<string, unknown>;
   if (
     Object.hasOwn(event, '__proto__') ||
     Object.hasOwn(event, 'constructor') ||
     Object.hasOwn(event, 'prototype')
   ) {
-    return {
-      ok: false,
-      reason: InvalidReason.forbiddenField,
-      message: 'event has a field named __proto__, constructor or prototype; rename it',
-    };
+    return fail(
+      InvalidReason.forbiddenField,
+      'event has a field named __proto__, constructor or prototype; rename it',
+    );
   }
+  const bad = checkValue(event, 0);
+  if (bad === InvalidReason.tooDeep)
+    return fail(bad, `event is nested deeper than ${MAX_EVENT_DEPTH} levels; flatten it`);
+  if (bad === InvalidReason.badNumber)
+    return fail(
+      bad,
+      'event holds a number too large for a double (JSON.parse makes it Infinity); send it as a string',
+    );
   const type = event.type;
-  if (typeof type !== 'string' || type.length === 0) {
-    return {
-      ok: false,
-      reason: InvalidReason.missingType,
-      message: 'event needs a non-empty string field "type"',
-    };
-  }
+  if (typeof type !== 'string' || type.length === 0)
+    return fail(InvalidReason.missingType, 'event needs a non-empty string field "type"');
   let ts = publishTs;
   if (Object.hasOwn(event, 'ts') && event.ts !== undefined && event.ts !== null) {
     const t = eventTime(event.ts);
     if (t === undefined)
-      return {
-        ok: false,
-        reason: InvalidReason.badTs,
-        message: `event "ts" must be integer milliseconds since the epoch or an ISO-8601 time, got ${JSON.stringify(event.ts)}`,
-      };
+      return fail(
+        InvalidReason.badTs,
+        `event "ts" must be integer milliseconds since the epoch or an RFC 3339 time with a zone (e.g. 2026-11-29T10:00:00Z), got ${JSON.stringify(event.ts)}`,
+      );
+    if (t > publishTs + limits.maxEventFutureMs) {
+      return fail(
+        InvalidReason.badTs,
+        `event "ts" ${t} is more than ${limits.maxEventFutureMs} ms after the time it was published (${publishTs}); a clock that far ahead would make the partition's later events late`,
+      );
+    }
     ts = t;
   }
   const rawId = event.id;

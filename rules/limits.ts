@@ -17,6 +17,8 @@ export interface RuleLimits {
   readonly maxModels: number;
   /** Largest event payload, in bytes. Default 64 KiB. */
   readonly maxEventBytes: number;
+  /** How far an event's `ts` may be ahead of the time it was published, in ms. Default 5 minutes. */
+  readonly maxEventFutureMs: number;
   /** Largest control message, in bytes. Default 8 MiB. */
   readonly maxControlBytes: number;
   /** Most entries of one lookup table. Default 1,000,000. */
@@ -41,6 +43,7 @@ export const DEFAULT_LIMITS: RuleLimits = Object.freeze({
   maxRules: 10_000,
   maxModels: 1_000,
   maxEventBytes: 64 * 1024,
+  maxEventFutureMs: 5 * 60_000,
   maxControlBytes: 8 * 1024 * 1024,
   maxLookupEntries: 1_000_000,
   maxValueArrayLength: 10_000,

@@ -113,6 +113,8 @@ export interface PartitionState {
   readonly buffer: Heap<Buffered>;
   /** Rule sets still referenced by buffered events, with their counts (the current one included). */
   readonly tags: Map<RuleSet, number>;
+  /** Buffered hits per lineage: a lineage the current rules no longer use lives while hits wait for it. */
+  readonly hitCounts: Map<string, number>;
   /** Keyed state: lineage (`ruleId@epoch`) → key → state. */
   readonly states: Map<string, Map<string, KeyState>>;
   readonly timers: Heap<Timer>;
@@ -139,6 +141,7 @@ export function createPartition(ruleSet: RuleSet, options: PartitionOptions): Pa
     watermark: -Infinity,
     buffer: new Heap(bufferOrder),
     tags: new Map(),
+    hitCounts: new Map(),
     states: new Map(),
     timers: new Heap(timerOrder),
     timerN: 0,
@@ -203,7 +206,8 @@ function host(st: PartitionState, out: ProcessResult): OperatorHost {
               ? a.fields[name]
               : undefined;
       out.alerts.push({
-        id: alertId(rule.id, rule.version, a.idParts),
+        // Partition and state epoch make the cause unique even for key- and window-based alerts.
+        id: alertId(rule.id, rule.version, `${st.partition}|${rule.stateEpoch}|${a.idParts}`),
         ruleId: rule.id,
         ruleVersion: rule.version,
         severity: rule.severity,
@@ -268,7 +272,9 @@ function onEvent(
     return;
   }
   const rs = st.ruleSet;
-  const ref: EventRef = id === undefined ? { seq: rec.seq, ts } : { seq: rec.seq, id, ts };
+  const ref: EventRef = Object.freeze(
+    id === undefined ? { seq: rec.seq, ts } : { seq: rec.seq, id, ts },
+  );
   let ctx: EvalContext | undefined;
   let hits: Hit[] | undefined;
   for (const rule of rs.rulesFor(type)) {
@@ -309,8 +315,9 @@ function onEvent(
     }
   }
   if (hits !== undefined) {
-    st.buffer.push({ ts, seq: rec.seq, id, event, ruleSet: rs, hits });
-    st.tags.set(rs, (st.tags.get(rs) ?? 0) + 1);
+    const b: Buffered = { ts, seq: rec.seq, id, event, ruleSet: rs, hits };
+    st.buffer.push(b);
+    tag(st, b);
   }
   advance(st, ts, h);
 }
@@ -329,23 +336,46 @@ function release(st: PartitionState, h: OperatorHost): void {
     st.buffer.pop();
     // Timers strictly before the event fire first: an event exactly at a deadline is too late to cancel it.
     fireTimers(st, b.ts - 1, h);
-    for (const hit of b.hits) applyHit(st, b, hit, h);
-    const left = (st.tags.get(b.ruleSet) ?? 1) - 1;
-    if (left > 0) st.tags.set(b.ruleSet, left);
-    else {
-      st.tags.delete(b.ruleSet);
-      if (b.ruleSet !== st.ruleSet) collectLineages(st);
-    }
+    const ref: EventRef = Object.freeze(
+      b.id === undefined ? { seq: b.seq, ts: b.ts } : { seq: b.seq, id: b.id, ts: b.ts },
+    );
+    for (const hit of b.hits) applyHit(st, b, ref, hit, h);
+    untag(st, b);
   }
   fireTimers(st, st.watermark, h);
 }
 
-function applyHit(st: PartitionState, b: Buffered, hit: Hit, h: OperatorHost): void {
+/** Counts a buffered event's rule set and lineages as in use. */
+export function tag(st: PartitionState, b: Buffered): void {
+  st.tags.set(b.ruleSet, (st.tags.get(b.ruleSet) ?? 0) + 1);
+  for (const hit of b.hits) {
+    const sid = stateId(hit.rule);
+    st.hitCounts.set(sid, (st.hitCounts.get(sid) ?? 0) + 1);
+  }
+}
+
+/** Releases a buffered event's hold on its rule set and lineages; drops lineages nothing uses any more. */
+function untag(st: PartitionState, b: Buffered): void {
+  const left = (st.tags.get(b.ruleSet) ?? 1) - 1;
+  if (left > 0) st.tags.set(b.ruleSet, left);
+  else st.tags.delete(b.ruleSet);
+  for (const hit of b.hits) {
+    const sid = stateId(hit.rule);
+    const n = (st.hitCounts.get(sid) ?? 1) - 1;
+    if (n > 0) st.hitCounts.set(sid, n);
+    else {
+      st.hitCounts.delete(sid);
+      if (!st.ruleSet.stateIds.has(sid)) st.states.delete(sid);
+    }
+  }
+}
+
+function applyHit(st: PartitionState, b: Buffered, ref: EventRef, hit: Hit, h: OperatorHost): void {
   const rule = hit.rule;
   const ks = keyState(st, rule, hit.key);
   const e: OperatorEvent = {
     event: b.event,
-    ref: b.id === undefined ? { seq: b.seq, ts: b.ts } : { seq: b.seq, id: b.id, ts: b.ts },
+    ref,
     key: hit.key,
     models: b.ruleSet.models,
     trigger: hit.trigger,
@@ -364,10 +394,15 @@ function applyHit(st: PartitionState, b: Buffered, hit: Hit, h: OperatorHost): v
 function lineageRule(st: PartitionState, ruleId: string, epoch: number): CompiledRule | undefined {
   const cur = st.ruleSet.rules.get(ruleId);
   if (cur?.stateEpoch === epoch) return cur;
+  // The newest older rule set wins; choosing by control sequence keeps this independent of map order.
   let best: CompiledRule | undefined;
+  let bestSeq = -1;
   for (const rs of st.tags.keys()) {
     const r = rs.rules.get(ruleId);
-    if (r?.stateEpoch === epoch && (best === undefined || r.version > best.version)) best = r;
+    if (r?.stateEpoch === epoch && rs.controlSeq > bestSeq) {
+      best = r;
+      bestSeq = rs.controlSeq;
+    }
   }
   return best;
 }
@@ -376,23 +411,23 @@ function fireTimers(st: PartitionState, upTo: number, h: OperatorHost): void {
   for (let t = st.timers.peek(); t !== undefined && t.time <= upTo; t = st.timers.peek()) {
     st.timers.pop();
     const rule = lineageRule(st, t.ruleId, t.epoch);
-    // A paused rule fires no timers; a deleted or reset lineage has none left to fire.
-    if (rule === undefined || rule.paused) continue;
+    // A deleted or reset lineage has no state left; a paused rule's due state is dropped without alerts.
+    if (rule === undefined) continue;
     const ks = st.states.get(`${t.ruleId}@${t.epoch}`)?.get(t.key);
     if (ks === undefined) continue;
     const p = rule.pattern;
-    if (p?.kind === 'threshold') thresholdTimer(rule, p, ks, t.key, t.time, h);
+    const emit = !rule.paused;
+    if (p?.kind === 'threshold') thresholdTimer(rule, p, ks, t.key, t.time, h, emit);
     else if (p?.kind === 'sequence') sequenceTimer(rule, p, ks, t.key, t.time, h);
-    else if (p?.kind === 'absence') absenceTimer(rule, p, ks, t.key, t.time, h);
+    else if (p?.kind === 'absence') absenceTimer(rule, p, ks, t.key, t.time, h, emit);
     dropIfIdle(st, rule, t.key, ks);
   }
 }
 
 /** Drops keyed state of lineages that no rule set in use refers to any more (deleted or reset rules). */
 function collectLineages(st: PartitionState): void {
-  const live = new Set(st.ruleSet.stateIds);
-  for (const rs of st.tags.keys()) for (const sid of rs.stateIds) live.add(sid);
-  for (const sid of [...st.states.keys()]) if (!live.has(sid)) st.states.delete(sid);
+  for (const sid of [...st.states.keys()])
+    if (!st.ruleSet.stateIds.has(sid) && !st.hitCounts.has(sid)) st.states.delete(sid);
 }
 
 function onMarker(
@@ -414,6 +449,8 @@ function onMarker(
  */
 export function processRecord(st: PartitionState, rec: PartitionRecord): ProcessResult {
   const out = newResult();
+  // A record at or before the offset was processed already (a redelivery after a restore): skip it.
+  if (rec.seq <= st.offset) return out;
   const h = host(st, out);
   switch (rec.kind) {
     case 'event':

@@ -1,8 +1,11 @@
 import type { KeyState } from './cep/host.js';
-import type { SlidingState, TumblingState } from './cep/threshold.js';
+import { rebuildFront, type SlidingState, type TumblingState } from './cep/threshold.js';
+import { refsFromArray, refsToArray, type SequenceState } from './cep/sequence.js';
+import type { EventRef } from './types.js';
 import { SnapshotError } from './errors.js';
 import {
   createPartition,
+  tag,
   type Hit,
   type PartitionOptions,
   type PartitionState,
@@ -35,37 +38,77 @@ interface PartitionJSON {
   timerN: number;
 }
 
+/** Non-finite numbers as strings: JSON would turn them into null. */
+const enc = (x: number): number | string => (Number.isFinite(x) ? x : String(x));
+const dec = (x: unknown): number => (typeof x === 'string' ? Number(x) : (x as number));
+
 function opToJSON(op: unknown): unknown {
-  const s = op as SlidingState | TumblingState | undefined;
+  const s = op as SlidingState | TumblingState | SequenceState | undefined;
   if (s?.k === 's') {
+    // Stored compacted (head at 0). The two-stack sums are not stored: restore recomputes them
+    // from the values in the same order, which gives the very same numbers (non-finite ones too).
     return {
-      ...s,
-      h: 0,
+      k: 's',
+      sums: s.sums,
       t: s.t.slice(s.h),
       v: s.v.slice(s.h),
+      f: Math.max(0, s.f - s.h),
       mn: s.mn.map((i) => i - s.h),
       mx: s.mx.map((i) => i - s.h),
       d: s.d ? [...s.d] : null,
     };
   }
   if (s?.k === 't')
-    return {
-      ...s,
-      d: s.d ? [...s.d] : null,
-      min: Number.isFinite(s.min) ? s.min : null,
-      max: Number.isFinite(s.max) ? s.max : null,
-    };
+    return { ...s, d: s.d ? [...s.d] : null, min: enc(s.min), max: enc(s.max), sum: enc(s.sum) };
+  if (s?.k === 'q') return { ...s, pm: s.pm.map((m) => ({ ...m, refs: refsToArray(m.refs) })) };
   return op;
 }
 
 function opFromJSON(op: unknown): unknown {
-  const s = op as Record<string, unknown> | undefined;
-  if (s?.k === 's' || s?.k === 't') {
-    const d = s.d === null ? undefined : new Map(s.d as [string, number][]);
-    if (s.k === 't') return { ...s, d, min: s.min ?? Infinity, max: s.max ?? -Infinity };
-    return { ...s, d };
+  const s = op as Record<string, unknown> | null | undefined;
+  if (s === null || s === undefined) return undefined;
+  if (s.k === 's') {
+    const t = s.t as number[];
+    const v = s.v as unknown[];
+    const state: SlidingState = {
+      k: 's',
+      h: 0,
+      t,
+      v,
+      sums: s.sums === true,
+      f: s.f as number,
+      fs: [],
+      fs0: 0,
+      bs: 0,
+      mn: s.mn as number[],
+      mx: s.mx as number[],
+      d: s.d === null ? undefined : new Map(s.d as [string, number][]),
+    };
+    if (state.sums) {
+      // Front suffix sums over [0, f), then the back sum over [f, end) in push order.
+      const f = state.f;
+      rebuildFront(state, f);
+      for (let i = f; i < t.length; i++) state.bs += v[i] as number;
+    }
+    return state;
   }
-  return op;
+  if (s.k === 't')
+    return {
+      ...s,
+      d: s.d === null ? undefined : new Map(s.d as [string, number][]),
+      min: dec(s.min),
+      max: dec(s.max),
+      sum: dec(s.sum),
+    };
+  if (s.k === 'q')
+    return {
+      ...s,
+      pm: (s.pm as Record<string, unknown>[]).map((m) => ({
+        ...m,
+        refs: refsFromArray(m.refs as EventRef[]),
+      })),
+    };
+  return s;
 }
 
 const num = (x: number): number | null => (Number.isFinite(x) ? x : null);
@@ -152,15 +195,16 @@ export function restorePartition(
         );
       return { rule, key, trigger: trigger === 1, expected: expected === 1 };
     });
-    st.buffer.push({
+    const b = {
       ts,
       seq,
       id: id ?? undefined,
       event: event as Record<string, unknown>,
       ruleSet: rs,
       hits: restored,
-    });
-    st.tags.set(rs, (st.tags.get(rs) ?? 0) + 1);
+    };
+    st.buffer.push(b);
+    tag(st, b);
   }
   for (const [sid, keys] of json.states) {
     const byKey = new Map<string, KeyState>();

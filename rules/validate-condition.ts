@@ -21,6 +21,8 @@ export interface ConditionScope {
   readonly stepNames: ReadonlySet<string>;
   /** Leaf conditions seen so far in the rule (shared across its trees). */
   leafCount: number;
+  /** The rule's `on`, for checks of step types against it. */
+  readonly ruleOn?: readonly string[] | undefined;
 }
 
 const BOOLEAN_KEYS = ['all', 'any', 'not'] as const;

@@ -21,6 +21,23 @@ function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
+/** Reports every key of `o` that is not in `known`: a misspelt setting must not be silently ignored. */
+function unknownKeys(
+  o: Record<string, unknown>,
+  known: readonly string[],
+  at: string,
+  what: string,
+  problems: Problem[],
+): void {
+  for (const k of Object.keys(o)) {
+    if (!known.includes(k))
+      problems.push({
+        pointer: pointer(at, k),
+        message: `unknown ${what} property "${k}"; ${what} has ${known.join(', ')}`,
+      });
+  }
+}
+
 function validateField(v: unknown, at: string, what: string, problems: Problem[]): v is string {
   if (typeof v !== 'string' || v.length === 0 || !FIELD.test(v) || FORBIDDEN_NAMES.has(v)) {
     problems.push({
@@ -167,7 +184,18 @@ function validateSequence(
         message: `step name "${name}" is used twice; names must be unique`,
       });
     }
-    if (s.on !== undefined) validateTypes(s.on, pointer(sat, 'on'), 'on', problems);
+    if (s.on !== undefined) {
+      validateTypes(s.on, pointer(sat, 'on'), 'on', problems);
+      const outside =
+        Array.isArray(s.on) && Array.isArray(scope.ruleOn) && !scope.ruleOn.includes('*')
+          ? s.on.filter((t) => !scope.ruleOn?.includes(t as string))
+          : [];
+      if (outside.length > 0)
+        problems.push({
+          pointer: pointer(sat, 'on'),
+          message: `step types ${JSON.stringify(outside)} are not in the rule's "on", so the step could never match; add them to the rule's "on"`,
+        });
+    }
     if (s.when !== undefined) validateTopCondition(s.when, pointer(sat, 'when'), sub);
     if (s.contiguity !== undefined && s.contiguity !== 'next' && s.contiguity !== 'followedBy') {
       problems.push({
@@ -191,6 +219,16 @@ function validateSequence(
     if (typeof name === 'string') earlier.add(name);
   });
   scope.leafCount = sub.leafCount;
+  // Bounds the events one partial match holds, and so the work one event can cause.
+  const total = steps.reduce(
+    (n: number, s: unknown) => n + (isObject(s) && typeof s.times === 'number' ? s.times : 1),
+    0,
+  );
+  if (total > limits.maxTimes)
+    problems.push({
+      pointer: pointer(at, 'steps'),
+      message: `a match would hold ${total} events (the sum of every step's times), over the limit of ${limits.maxTimes}`,
+    });
 }
 
 function validatePattern(p: unknown, at: string, scope: ConditionScope, problems: Problem[]): void {
@@ -203,12 +241,21 @@ function validatePattern(p: unknown, at: string, scope: ConditionScope, problems
   }
   switch (p.kind) {
     case 'threshold':
+      unknownKeys(
+        p,
+        ['kind', 'aggregate', 'field', 'window', 'windowType', 'operator', 'value'],
+        at,
+        'a threshold pattern',
+        problems,
+      );
       validateThreshold(p, at, scope.limits, problems);
       break;
     case 'sequence':
+      unknownKeys(p, ['kind', 'steps', 'within', 'afterMatch'], at, 'a sequence pattern', problems);
       validateSequence(p, at, scope, problems);
       break;
     case 'absence': {
+      unknownKeys(p, ['kind', 'within', 'expect'], at, 'an absence pattern', problems);
       validateDuration(p.within, pointer(at, 'within'), 'within', scope.limits, problems);
       const expect = p.expect;
       if (!isObject(expect)) {
@@ -219,6 +266,7 @@ function validatePattern(p: unknown, at: string, scope: ConditionScope, problems
         });
         break;
       }
+      unknownKeys(expect, ['on', 'when'], pointer(at, 'expect'), 'expect', problems);
       validateTypes(expect.on, pointer(at, 'expect', 'on'), 'expect.on', problems);
       if (expect.when !== undefined)
         validateTopCondition(expect.when, pointer(at, 'expect', 'when'), scope);
@@ -250,6 +298,12 @@ function validateAlert(a: unknown, at: string, limits: RuleLimits, problems: Pro
         'severity must be one subject token of lowercase letters, digits, "_" or "-", e.g. "high"',
     });
   }
+  unknownKeys(a, ['severity', 'title', 'suppressFor'], at, 'alert', problems);
+  if (typeof a.title === 'string' && a.title.length > 1000)
+    problems.push({
+      pointer: pointer(at, 'title'),
+      message: 'title must be at most 1000 characters',
+    });
   if (a.title !== undefined && typeof a.title !== 'string')
     problems.push({
       pointer: pointer(at, 'title'),
@@ -305,7 +359,14 @@ export function validateRule(
   validateTypes(rule.on, pointer(at, 'on'), 'on', problems);
   if (rule.key !== undefined) validateField(rule.key, pointer(at, 'key'), 'key', problems);
   const refs = newRefs();
-  const scope: ConditionScope = { limits, problems, refs, stepNames: new Set(), leafCount: 0 };
+  const scope: ConditionScope = {
+    limits,
+    problems,
+    refs,
+    stepNames: new Set(),
+    leafCount: 0,
+    ruleOn: Array.isArray(rule.on) ? (rule.on as string[]) : undefined,
+  };
   if (rule.when !== undefined) validateTopCondition(rule.when, pointer(at, 'when'), scope);
   if (rule.pattern !== undefined)
     validatePattern(rule.pattern, pointer(at, 'pattern'), scope, problems);

@@ -11,14 +11,24 @@ export interface Pending {
 
 export interface AbsenceState {
   k: 'a';
-  /** Pending triggers in deadline order. */
+  /** Pending triggers in deadline order (triggers arrive in event-time order). */
   p: Pending[];
+  /** Time of the one timer this key has pending, if any: the first deadline. */
+  tm: number | undefined;
 }
 
 function state(ks: KeyState): AbsenceState {
   if ((ks.op as AbsenceState | undefined)?.k !== 'a')
-    ks.op = { k: 'a', p: [] } satisfies AbsenceState;
+    ks.op = { k: 'a', p: [], tm: undefined } satisfies AbsenceState;
   return ks.op as AbsenceState;
+}
+
+/** Keeps exactly one timer per key, at the first pending deadline. */
+function schedule(rule: CompiledRule, s: AbsenceState, key: string, host: OperatorHost): void {
+  const first = s.p[0];
+  if (first === undefined || s.tm === first.deadline) return;
+  s.tm = first.deadline;
+  host.schedule(first.deadline, rule, key);
 }
 
 /**
@@ -36,19 +46,22 @@ export function absenceEvent(
   const s = state(ks);
   const ts = e.ref.ts;
   if (e.expected && s.p.length > 0) s.p = s.p.filter((x) => x.deadline <= ts);
-  if (!e.trigger) return;
-  const deadline = ts + p.withinMs;
-  s.p.push({ deadline, ref: e.ref, f: titleFields(rule, e.event) });
-  host.schedule(deadline, rule, e.key);
-  const max = host.limits.maxPendingPerKey;
-  if (s.p.length > max) {
-    const drop = s.p.length - max;
-    s.p.splice(0, drop);
-    host.overflow(rule, e.key, drop, 'maxPendingPerKey');
+  if (e.trigger) {
+    s.p.push({ deadline: ts + p.withinMs, ref: e.ref, f: titleFields(rule, e.event) });
+    const max = host.limits.maxPendingPerKey;
+    if (s.p.length > max) {
+      const drop = s.p.length - max;
+      s.p.splice(0, drop);
+      host.overflow(rule, e.key, drop, 'maxPendingPerKey');
+    }
   }
+  schedule(rule, s, e.key, host);
 }
 
-/** The deadline timer: fires for every pending trigger due by `time`, driven by the watermark alone. */
+/**
+ * The deadline timer, driven by the watermark alone: fires for every pending trigger due by
+ * `time` (silently drops them when `emit` is false: the rule was paused when they came due).
+ */
 export function absenceTimer(
   rule: CompiledRule,
   p: CompiledAbsence,
@@ -56,11 +69,14 @@ export function absenceTimer(
   key: string,
   time: number,
   host: OperatorHost,
+  emit: boolean,
 ): void {
   const s = ks.op as AbsenceState | undefined;
-  if (s?.k !== 'a') return;
+  if (s?.k !== 'a' || s.tm !== time) return;
+  s.tm = undefined;
   while (s.p.length > 0 && (s.p[0] as Pending).deadline <= time) {
     const due = s.p.shift() as Pending;
+    if (!emit) continue;
     host.alert(rule, ks, {
       key,
       ts: due.deadline,
@@ -70,6 +86,7 @@ export function absenceTimer(
       fields: due.f,
     });
   }
+  schedule(rule, s, key, host);
 }
 
 export function absenceIdle(ks: KeyState): boolean {

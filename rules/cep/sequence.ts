@@ -12,8 +12,28 @@ export interface PartialMatch {
   start: number;
   i: number;
   c: number;
-  refs: EventRef[];
+  /** The matched events, newest first, as a list whose tails partial matches share. */
+  refs: RefNode | undefined;
   kept: Record<string, unknown>;
+}
+
+/** An immutable list node: a partial match that advances adds a node instead of copying its events. */
+export interface RefNode {
+  readonly ref: EventRef;
+  readonly prev: RefNode | undefined;
+}
+
+/** The events of a list, oldest first. */
+export function refsToArray(node: RefNode | undefined): EventRef[] {
+  const out: EventRef[] = [];
+  for (let n = node; n !== undefined; n = n.prev) out.push(n.ref);
+  return out.reverse();
+}
+
+export function refsFromArray(refs: readonly EventRef[]): RefNode | undefined {
+  let node: RefNode | undefined;
+  for (const ref of refs) node = { ref, prev: node };
+  return node;
 }
 
 export interface SequenceState {
@@ -48,14 +68,21 @@ function stepMatches(
   }
 }
 
-function keep(step: CompiledStep, pm: PartialMatch, e: OperatorEvent): void {
-  if (!step.keepEvent) return;
-  Object.defineProperty(pm.kept, step.name, {
+/** The kept events after `step` matched `e`: a new object only when the step's event is referred to later. */
+function keep(
+  step: CompiledStep,
+  kept: Record<string, unknown>,
+  e: OperatorEvent,
+): Record<string, unknown> {
+  if (!step.keepEvent) return kept;
+  const next = { ...kept };
+  Object.defineProperty(next, step.name, {
     value: e.event,
     enumerable: true,
     writable: true,
     configurable: true,
   });
+  return next;
 }
 
 function schedule(
@@ -84,17 +111,18 @@ function complete(
   pm: PartialMatch,
   host: OperatorHost,
 ): void {
+  const events = refsToArray(pm.refs);
   host.alert(rule, ks, {
     key: e.key,
     ts: e.ref.ts,
-    events: pm.refs,
+    events,
     values: {
       steps: p.steps.length,
-      matchedEvents: pm.refs.length,
+      matchedEvents: events.length,
       startTs: pm.start,
       durationMs: e.ref.ts - pm.start,
     },
-    idParts: `q|${pm.refs.map((r) => r.seq).join(',')}`,
+    idParts: `q|${events.map((r) => r.seq).join(',')}`,
     fields: titleFields(rule, e.event),
   });
 }
@@ -125,18 +153,24 @@ export function sequenceEvent(
     const target = repeat ? current : p.steps[pm.i + 1];
     if (target === undefined) continue;
     if (stepMatches(rule, target, e, pm.kept, host)) {
+      const refs: RefNode = { ref: e.ref, prev: pm.refs };
+      const kept = keep(target, pm.kept, e);
       const next: PartialMatch = repeat
-        ? { ...pm, c: pm.c + 1, refs: [...pm.refs, e.ref], kept: { ...pm.kept } }
-        : { ...pm, i: pm.i + 1, c: 1, refs: [...pm.refs, e.ref], kept: { ...pm.kept } };
-      keep(target, next, e);
+        ? { start: pm.start, i: pm.i, c: pm.c + 1, refs, kept }
+        : { start: pm.start, i: pm.i + 1, c: 1, refs, kept };
       if (next.i === last && next.c === (p.steps[last] as CompiledStep).times) done.push(next);
       else survivors.push(next);
     } else if (!target.strict) survivors.push(pm);
   }
   const first = p.steps[0] as CompiledStep;
   if (stepMatches(rule, first, e, {}, host)) {
-    const pm: PartialMatch = { start: ts, i: 0, c: 1, refs: [e.ref], kept: {} };
-    keep(first, pm, e);
+    const pm: PartialMatch = {
+      start: ts,
+      i: 0,
+      c: 1,
+      refs: { ref: e.ref, prev: undefined },
+      kept: keep(first, {}, e),
+    };
     if (last === 0 && first.times === 1) done.push(pm);
     else survivors.push(pm);
   }

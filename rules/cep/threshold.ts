@@ -5,9 +5,11 @@ import { titleFields, type KeyState, type OperatorEvent, type OperatorHost } fro
 /**
  * Sliding look-back window `[t − window, t]`, evaluated at every event. Entries are kept in
  * arrival (= event-time) order with a moving head, and every aggregate is maintained
- * incrementally: sum and count by adding and subtracting, min and max with monotonic deques of
- * entry positions, distinct with a value→count map. Each event costs amortised O(1), whatever
- * the number of events in the window.
+ * incrementally, at amortised O(1) per event whatever the number of events in the window:
+ * - sum/avg with two stacks: entries `[h, f)` carry suffix sums `fs` computed when the front was
+ *   last rebuilt, entries `[f, end)` a running sum `bs`. Nothing is ever subtracted, so a large
+ *   value that has left the window leaves no rounding error behind.
+ * - min/max with monotonic deques of entry positions; distinct with a value→count map.
  */
 export interface SlidingState {
   k: 's';
@@ -16,7 +18,13 @@ export interface SlidingState {
   t: number[];
   /** Values (numbers for sum/avg/min/max, primitives for distinct); empty for count. */
   v: unknown[];
-  sum: number;
+  /** Whether sums are kept (sum/avg). */
+  sums: boolean;
+  /** sum/avg: end of the front stack, its suffix sums (`fs[i - fs0]` for entry i), the back stack's sum. */
+  f: number;
+  fs: number[];
+  fs0: number;
+  bs: number;
   /** Monotonic deques of positions (min: increasing values; max: decreasing). */
   mn: number[];
   mx: number[];
@@ -62,7 +70,7 @@ function readValue(
     return distinctKey(v) === undefined
       ? {
           ok: false,
-          message: `field "${field}" must be a string, number or boolean to count distinct values, got ${JSON.stringify(v) ?? 'nothing'}`,
+          message: `field "${field}" must be a string, finite number or boolean to count distinct values, got ${JSON.stringify(v) ?? 'nothing'}`,
         }
       : { ok: true, value: v };
   }
@@ -74,14 +82,18 @@ function readValue(
       };
 }
 
-function sliding(ks: KeyState): SlidingState {
+function sliding(ks: KeyState, p: CompiledThreshold): SlidingState {
   if ((ks.op as SlidingState | undefined)?.k !== 's')
     ks.op = {
       k: 's',
       h: 0,
       t: [],
       v: [],
-      sum: 0,
+      sums: p.aggregate === 'sum' || p.aggregate === 'avg',
+      f: 0,
+      fs: [],
+      fs0: 0,
+      bs: 0,
       mn: [],
       mx: [],
       d: undefined,
@@ -89,10 +101,28 @@ function sliding(ks: KeyState): SlidingState {
   return ks.op as SlidingState;
 }
 
+/** Makes entries `[h, end)` the front stack, computing their suffix sums from the end; the back stack starts empty. */
+export function rebuildFront(s: SlidingState, end: number = s.t.length): void {
+  s.fs = new Array<number>(end - s.h);
+  let acc = 0;
+  for (let i = end - 1; i >= s.h; i--) {
+    acc += s.v[i] as number;
+    s.fs[i - s.h] = acc;
+  }
+  s.fs0 = s.h;
+  s.f = end;
+  s.bs = 0;
+}
+
+function windowSum(s: SlidingState): number {
+  return (s.h < s.f ? (s.fs[s.h - s.fs0] as number) : 0) + s.bs;
+}
+
 function evictHead(s: SlidingState, p: CompiledThreshold): void {
+  // The back stack is never evicted from: when the front is empty, the back becomes the front.
+  if (s.sums && s.h >= s.f) rebuildFront(s);
   const i = s.h;
-  if (p.aggregate === 'sum' || p.aggregate === 'avg') s.sum -= s.v[i] as number;
-  else if (p.aggregate === 'min' && s.mn[0] === i) s.mn.shift();
+  if (p.aggregate === 'min' && s.mn[0] === i) s.mn.shift();
   else if (p.aggregate === 'max' && s.mx[0] === i) s.mx.shift();
   else if (p.aggregate === 'distinct' && s.d) {
     const key = distinctKey(s.v[i]) as string;
@@ -111,6 +141,11 @@ function compact(s: SlidingState): void {
   if (s.v.length > 0) s.v.splice(0, h);
   for (let i = 0; i < s.mn.length; i++) s.mn[i] = (s.mn[i] as number) - h;
   for (let i = 0; i < s.mx.length; i++) s.mx[i] = (s.mx[i] as number) - h;
+  if (s.fs.length > 0) {
+    s.fs.splice(0, h - s.fs0);
+    s.fs0 = 0;
+  }
+  s.f = Math.max(0, s.f - h);
   s.h = 0;
 }
 
@@ -120,9 +155,9 @@ function slidingAggregate(s: SlidingState, p: CompiledThreshold): number {
     case 'count':
       return n;
     case 'sum':
-      return s.sum;
+      return windowSum(s);
     case 'avg':
-      return s.sum / n;
+      return windowSum(s) / n;
     case 'min':
       return s.v[s.mn[0] as number] as number;
     case 'max':
@@ -140,7 +175,7 @@ function onSliding(
   value: unknown,
   host: OperatorHost,
 ): void {
-  const s = sliding(ks);
+  const s = sliding(ks, p);
   const ts = e.ref.ts;
   const i = s.t.length;
   s.t.push(ts);
@@ -150,7 +185,7 @@ function onSliding(
     case 'sum':
     case 'avg':
       s.v.push(value);
-      s.sum += value as number;
+      s.bs += value as number;
       break;
     case 'min':
       s.v.push(value);
@@ -186,9 +221,6 @@ function onSliding(
     for (let k = 0; k < drop; k++) evictHead(s, p);
     host.overflow(rule, e.key, drop, 'maxWindowEntriesPerKey');
   }
-  // Restart the running sum whenever the window holds one entry, so rounding cannot drift.
-  if (s.t.length - s.h === 1 && (p.aggregate === 'sum' || p.aggregate === 'avg'))
-    s.sum = s.v[s.h] as number;
   compact(s);
   const agg = slidingAggregate(s, p);
   if (p.compare(agg)) {
@@ -203,6 +235,23 @@ function onSliding(
   }
 }
 
+function tumblingAggregate(p: CompiledThreshold, s: TumblingState): number {
+  switch (p.aggregate) {
+    case 'count':
+      return s.n;
+    case 'sum':
+      return s.sum;
+    case 'avg':
+      return s.sum / s.n;
+    case 'min':
+      return s.min;
+    case 'max':
+      return s.max;
+    case 'distinct':
+      return s.d?.size ?? 0;
+  }
+}
+
 function closeTumbling(
   rule: CompiledRule,
   p: CompiledThreshold,
@@ -210,21 +259,11 @@ function closeTumbling(
   key: string,
   s: TumblingState,
   host: OperatorHost,
+  emit: boolean,
 ): void {
   ks.op = undefined;
-  const agg =
-    p.aggregate === 'count'
-      ? s.n
-      : p.aggregate === 'sum'
-        ? s.sum
-        : p.aggregate === 'avg'
-          ? s.sum / s.n
-          : p.aggregate === 'min'
-            ? s.min
-            : p.aggregate === 'max'
-              ? s.max
-              : (s.d?.size ?? 0);
-  if (!p.compare(agg)) return;
+  const agg = tumblingAggregate(p, s);
+  if (!emit || !p.compare(agg)) return;
   const end = s.st + p.windowMs;
   host.alert(rule, ks, {
     key,
@@ -247,10 +286,10 @@ function onTumbling(
   const ts = e.ref.ts;
   const start = Math.floor(ts / p.windowMs) * p.windowMs;
   let s = ks.op as TumblingState | undefined;
-  // The timer closes each window before any later event; this covers a window whose timer was dropped while the rule was paused.
-  if (s !== undefined && s.k === 't' && s.st !== start) closeTumbling(rule, p, ks, e.key, s, host);
+  // The timer closes each window before any later event; this covers a window whose timer was lost.
+  if (s?.k === 't' && s.st !== start) closeTumbling(rule, p, ks, e.key, s, host, true);
   s = ks.op as TumblingState | undefined;
-  if (s === undefined || s.k !== 't') {
+  if (s?.k !== 't') {
     s = {
       k: 't',
       st: start,
@@ -268,14 +307,14 @@ function onTumbling(
   s.n++;
   s.last = e.ref;
   s.f = titleFields(rule, e.event);
-  if (typeof value === 'number') {
-    s.sum += value;
-    if (value < s.min) s.min = value;
-    if (value > s.max) s.max = value;
-  } else if (p.aggregate === 'distinct') {
+  if (p.aggregate === 'distinct') {
     s.d ??= new Map();
     const key = distinctKey(value) as string;
     s.d.set(key, (s.d.get(key) ?? 0) + 1);
+  } else if (typeof value === 'number') {
+    s.sum += value;
+    if (value < s.min) s.min = value;
+    if (value > s.max) s.max = value;
   }
 }
 
@@ -296,7 +335,7 @@ export function thresholdEvent(
   else onSliding(rule, p, ks, e, read.value, host);
 }
 
-/** A threshold timer: closes the tumbling window that ends at `time + 1`. */
+/** A threshold timer: closes the tumbling window that ends at `time + 1` (silently when `emit` is false: the rule is paused). */
 export function thresholdTimer(
   rule: CompiledRule,
   p: CompiledThreshold,
@@ -304,9 +343,11 @@ export function thresholdTimer(
   key: string,
   time: number,
   host: OperatorHost,
+  emit: boolean,
 ): void {
   const s = ks.op as TumblingState | undefined;
-  if (s?.k === 't' && s.st + p.windowMs - 1 === time) closeTumbling(rule, p, ks, key, s, host);
+  if (s?.k === 't' && s.st + p.windowMs - 1 === time)
+    closeTumbling(rule, p, ks, key, s, host, emit);
 }
 
 /** True when the key state holds nothing worth keeping. */

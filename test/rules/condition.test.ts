@@ -63,6 +63,20 @@ describe("json-rules-engine's semantics, surprises included", () => {
     expect(await both(leaf('c', 'in', { fact: 'n' }), { c: 1, n: 5 })).toBe('error');
   });
 
+  it('`in` with a string value converts the fact, which can throw; the error is not hidden by a false sibling', async () => {
+    expect(
+      await both(
+        {
+          all: [
+            { fact: 'a', operator: 'equal', value: 1 },
+            { fact: 'o', operator: 'in', value: 'xyz' },
+          ],
+        },
+        { a: 2, o: { toString: 1 } },
+      ),
+    ).toBe('error');
+  });
+
   it('an empty `any` is true, like an empty `all`', async () => {
     expect(await both({ any: [] }, {})).toBe(true);
     expect(await both({ all: [] }, {})).toBe(true);

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   applyControl,
+  DEFAULT_LIMITS,
   emptyRuleSet,
   parseControl,
   restoreRuleSet,
@@ -202,21 +203,7 @@ describe('applying control messages (broadcast state)', () => {
 });
 
 function defaults() {
-  return {
-    maxConditionDepth: 8,
-    maxConditions: 64,
-    maxWindowMs: 7 * 24 * 3600_000,
-    maxRules: 10_000,
-    maxModels: 1_000,
-    maxEventBytes: 65536,
-    maxControlBytes: 8 << 20,
-    maxLookupEntries: 1_000_000,
-    maxValueArrayLength: 10_000,
-    maxWindowEntriesPerKey: 100_000,
-    maxPendingPerKey: 1_000,
-    maxSteps: 16,
-    maxTimes: 1_000,
-  };
+  return { ...DEFAULT_LIMITS };
 }
 
 describe('aligned activation at the epoch marker (G2)', () => {

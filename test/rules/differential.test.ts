@@ -13,7 +13,8 @@ import {
 import { jreVerdict, type Verdict } from './jre-reference.js';
 
 const FACTS = ['a', 'b', 'c', 'obj', 'arr', 'missing'];
-const NAMES = ['a', 'b', 'x', 'y', 'length', '0', '1'];
+// toString/valueOf as own keys make JS conversions throw: the errors must match json-rules-engine's too.
+const NAMES = ['a', 'b', 'x', 'y', 'length', '0', '1', 'toString', 'valueOf'];
 const BASE_OPS = [
   'equal',
   'notEqual',

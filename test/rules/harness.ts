@@ -40,7 +40,7 @@ export class Feed {
         seq: ++this.seq,
         key,
         data: JSON.stringify(fields),
-        publishTs: 0,
+        publishTs: typeof fields.ts === 'number' ? fields.ts : 0,
       }),
     );
   }

@@ -32,6 +32,7 @@ const rules = [
       operator: '>',
       value: 12,
     },
+    alert: { suppressFor: 150 },
   },
   {
     id: 'distinct-cards',
@@ -162,7 +163,7 @@ function toRecords(steps: Step[], sets: RuleSet[]): PartitionRecord[] {
             kind: 'event',
             seq,
             key: s.key,
-            publishTs: 0,
+            publishTs: ts,
             data: JSON.stringify({
               type: s.type,
               card: s.card,

@@ -1,0 +1,13 @@
+/** `npm run pub -- <subject> '<json>'`: publishes one message to JetStream (NATS_URL, default nats://127.0.0.1:4222). */
+import { connect } from '@nats-io/transport-node';
+import { jetstream } from '@nats-io/jetstream';
+
+const [subject, body] = process.argv.slice(2);
+if (!subject || body === undefined) {
+  console.error(`usage: npm run pub -- <subject> '<json>'   e.g. npm run pub -- events.c-7 '{"type":"payment","amount":950}'`);
+  process.exit(2);
+}
+const nc = await connect({ servers: process.env.NATS_URL ?? 'nats://127.0.0.1:4222' });
+const ack = await jetstream(nc).publish(subject, body);
+console.log(`stored in ${ack.stream} at sequence ${ack.seq}`);
+await nc.close();

@@ -1,0 +1,83 @@
+/**
+ * `npm start`: installs what is missing, starts nats-server and redis-server on loopback with data
+ * under .vigil/ (unless NATS_URL / REDIS_URL point at servers you run), starts the service, and
+ * runs a demo (rules through the control topic, a producer of payment-like events, alerts printed).
+ * `npm start -- --no-demo` runs the bare service. Ctrl-C stops everything it started.
+ */
+import { resolve } from 'node:path';
+import { connect } from '@nats-io/transport-node';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { ensureServersInstalled, followAlerts, freePort, publishDemoRules, resolveOptions, startDemoProducer, startNats, startRedis, startService, type ServerHandle } from '../service/index.js';
+
+const noDemo = process.argv.includes('--no-demo');
+const say = (line: string): void => console.log(`[vigil] ${line}`);
+
+async function portOr(preferred: number): Promise<number> {
+  const { createServer } = await import('node:net');
+  return new Promise((done) => {
+    const s = createServer();
+    s.once('error', () => void freePort().then(done));
+    s.listen(preferred, '127.0.0.1', () => s.close(() => done(preferred)));
+  });
+}
+
+const base = resolveOptions();
+const servers: ServerHandle[] = [];
+let natsUrl = process.env.NATS_URL;
+let redisUrl = process.env.REDIS_URL;
+if (!natsUrl || !redisUrl) ensureServersInstalled(say);
+if (!natsUrl) {
+  const nats = await startNats({ dataDir: resolve('.vigil/nats'), partitions: base.partitions, port: await portOr(4222) });
+  servers.push(nats);
+  natsUrl = nats.url;
+  say(`nats-server ${nats.url} (JetStream data in .vigil/nats)`);
+}
+if (!redisUrl) {
+  const redis = await startRedis({ dataDir: resolve('.vigil/redis'), port: await portOr(6379) });
+  servers.push(redis);
+  redisUrl = redis.url;
+  say(`redis-server ${redis.url} (data in .vigil/redis)`);
+}
+const options = resolveOptions({ natsUrl, redisUrl });
+const service = await startService(options);
+await service.whenReady();
+say(`service ready: ${options.workers} workers, ${options.partitions} partitions; health ${service.url}/healthz, metrics ${service.url}/metrics`);
+
+const nc = await connect({ servers: natsUrl });
+const stops: (() => Promise<void>)[] = [];
+if (!noDemo) {
+  const jsm = await jetstreamManager(nc);
+  if ((await jsm.streams.info('CONTROL')).state.last_seq === 0) {
+    await publishDemoRules(nc);
+    say('demo rules published to vigil.control (big-payment, blocked-card, card-testing, login-then-drain, unconfirmed-order)');
+  }
+  const follower = await followAlerts(nc, (a) => say(`ALERT ${a.severity.padEnd(6)} ${a.ruleId.padEnd(18)} ${a.title}`));
+  const producer = startDemoProducer(nc);
+  stops.push(() => producer.stop(), () => follower.stop());
+  say('demo producer publishing ~20 payment-like events/s');
+}
+say('');
+say(`publish events:   JetStream publish to events.<key>, a JSON object with "type" (and "ts", "id", any fields), on ${natsUrl}`);
+say(`                  e.g. npm run pub -- events.c-7 '{"type":"payment","cardId":"c-7","amount":950}'`);
+say(`change rules:     publish a control message to vigil.control, e.g.`);
+say(`                  npm run pub -- vigil.control '{"op":"pause-rule","id":"big-payment"}'`);
+say(`alerts:           stream ALERTS, subjects alerts.<severity>.<ruleId>; dead letters: stream DLQ, vigil.dlq.<reason>`);
+say(`metrics:          ${service.url}/metrics   (readiness ${service.url}/readyz)`);
+say('Ctrl-C stops everything.');
+
+let stopping = false;
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => {
+    if (stopping) return;
+    stopping = true;
+    say('stopping …');
+    void (async () => {
+      for (const s of stops) await s();
+      await nc.close();
+      await service.stop();
+      for (const s of servers.reverse()) await s.stop();
+      say('stopped');
+      process.exit(0);
+    })();
+  });
+}

@@ -1,0 +1,16 @@
+/** Vigil's runtime: partitions on NATS JetStream, shard workers, control fan-out, alerts, health and metrics. */
+export { DEFAULT_OPTIONS, ENV, resolveOptions, type VigilOptions } from './config.js';
+export { ControlFollower, type ControlEvent } from './control-follower.js';
+export { DEMO_CONTROL, followAlerts, publishDemoRules, startDemoProducer } from './demo.js';
+export { ServiceError, ServiceErrorCode } from './errors.js';
+export { jetStreamPartitionSource, type EventSource, type LogRecord } from './event-source.js';
+export { WorkerMetrics } from './metrics.js';
+export { partitionOf } from './partitioner.js';
+export { PartitionRunner, type PartitionRunnerDeps } from './partition-runner.js';
+export { Publisher } from './publisher.js';
+export { ensureServersInstalled, findExecutable, freePort, natsConfig, startNats, startRedis, type ServerHandle } from './servers.js';
+export { startService, type RunningService } from './service.js';
+export { natsAlertSink, natsDeadLetterSink, type AlertSink, type DeadLetter, type DeadLetterSink } from './sinks.js';
+export { ensureStreams, PROBE_KEY, verifyMapping } from './streams.js';
+export { alertSubject, CONTROL_SUBJECT, dlqSubject, eventSubject, isValidKey, MARKER_KEY, markerSubject, partitionedEventSubject, partitionFilter, partitionMapping, Streams, TICK_KEY, tickSubject } from './subjects.js';
+export { assignPartitions, WorkerPool, type Logger } from './worker-pool.js';

@@ -1,0 +1,205 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Alert } from '../../rules/index.js';
+import { partitionOf, type RunningService } from '../../service/index.js';
+import {
+  drained,
+  eventually,
+  metricSum,
+  readStream,
+  startTestServers,
+  startTestService,
+  type TestServers,
+} from './servers.js';
+
+const P = 4;
+let servers: TestServers;
+let service: RunningService;
+
+const control = (m: unknown) => servers.js.publish('vigil.control', JSON.stringify(m));
+const event = (key: string, e: Record<string, unknown>) =>
+  servers.js.publish(`events.${key}`, JSON.stringify(e));
+
+async function alerts(): Promise<Alert[]> {
+  return (await readStream(servers, 'ALERTS')).map(
+    (m) => JSON.parse(new TextDecoder().decode(m.data)) as Alert,
+  );
+}
+
+async function deadLetters(): Promise<{ reason: string; error: string; body: string }[]> {
+  return (await readStream(servers, 'DLQ')).map((m) => ({
+    reason: m.headers['Vigil-Reason'] ?? '',
+    error: m.headers['Vigil-Error'] ?? '',
+    body: new TextDecoder().decode(m.data),
+  }));
+}
+
+beforeAll(async () => {
+  servers = await startTestServers({ partitions: P });
+  ({ service } = await startTestService(servers, {
+    partitions: P,
+    outOfOrderMs: 100,
+    quarantineAfterErrors: 3,
+  }));
+});
+
+afterAll(async () => {
+  await service?.stop();
+  await servers?.stop();
+});
+
+describe('the service end to end (real nats-server)', () => {
+  it('answers health, readiness and metrics', async () => {
+    expect((await fetch(`${service.url}/healthz`)).status).toBe(200);
+    const ready = await fetch(`${service.url}/readyz`);
+    expect(ready.status).toBe(200);
+    expect(((await ready.json()) as { workers: unknown[] }).workers).toHaveLength(2);
+    const text = await (await fetch(`${service.url}/metrics`)).text();
+    expect(text).toContain('vigil_worker_ready');
+    expect(text).toContain('process_cpu_user_seconds_total');
+  });
+
+  it('judges events by the rule in force, and a change takes effect from its marker on', async () => {
+    await control({
+      op: 'upsert-rule',
+      rule: {
+        id: 'big',
+        on: ['payment'],
+        key: 'card',
+        when: { all: [{ fact: 'amount', operator: 'greaterThan', value: 100 }] },
+        alert: { severity: 'high', title: 'big payment on {{card}}' },
+      },
+    });
+    for (let i = 0; i < 20; i++)
+      await event(`c${i}`, {
+        type: 'payment',
+        card: `c${i}`,
+        amount: 80 + i * 2,
+        id: `before-${i}`,
+      });
+    await control({
+      op: 'upsert-rule',
+      rule: {
+        id: 'big',
+        on: ['payment'],
+        key: 'card',
+        when: { all: [{ fact: 'amount', operator: 'greaterThan', value: 90 }] },
+        alert: { severity: 'high', title: 'big payment on {{card}}' },
+      },
+    });
+    for (let i = 0; i < 20; i++)
+      await event(`c${i}`, {
+        type: 'payment',
+        card: `c${i}`,
+        amount: 80 + i * 2,
+        id: `after-${i}`,
+      });
+    await drained(servers, service);
+    await eventually(async () => (await alerts()).length === 9 + 14, 10_000, '23 alerts');
+    const got = await alerts();
+    const ids = (version: number) =>
+      got
+        .filter((a) => a.ruleVersion === version)
+        .map((a) => a.events[0]?.id)
+        .sort();
+    // Version 1 (> 100): 102..118 of the first batch. Version 3 (> 90): 92..118 of the second.
+    expect(ids(1)).toEqual(Array.from({ length: 9 }, (_, i) => `before-${i + 11}`).sort());
+    expect(ids(3)).toEqual(Array.from({ length: 14 }, (_, i) => `after-${i + 6}`).sort());
+    expect(got.find((a) => a.events[0]?.id === 'after-19')).toMatchObject({
+      severity: 'high',
+      title: 'big payment on c19',
+      key: 'c19',
+      partition: partitionOf('c19', P),
+    });
+  });
+
+  it('fires an absence rule on a quiet stream: idle partitions get time ticks', async () => {
+    await control({
+      op: 'upsert-rule',
+      rule: {
+        id: 'no-confirm',
+        on: ['order'],
+        key: 'order',
+        pattern: { kind: 'absence', within: 300, expect: { on: ['confirm'] } },
+      },
+    });
+    await event('o1', { type: 'order', order: 'o1', ts: Date.now() });
+    await eventually(
+      async () => (await alerts()).some((a) => a.ruleId === 'no-confirm'),
+      10_000,
+      'the absence alert',
+    );
+  });
+
+  it('sends every kind of bad input to the DLQ with its reason, and keeps going', async () => {
+    const wrongP = (partitionOf('k1', P) + 1) % P;
+    await event('k1', { type: 'payment', ts: Date.now() });
+    await servers.js.publish('events.k1', 'not json');
+    await event('k1', { amount: 5 });
+    await servers.js.publish(
+      'events.k1',
+      JSON.stringify({ type: 'payment', pad: 'x'.repeat(70_000) }),
+    );
+    await event('k1', { type: 'payment', ts: 1000 }); // far behind the watermark
+    await servers.js.publish(`events.k1.${wrongP}`, JSON.stringify({ type: 'payment' }));
+    await event('_secret', { type: 'payment' });
+    await servers.js.publish(
+      `events._vigil.${partitionOf('k1', P)}`,
+      JSON.stringify({ vigil: 'epoch', controlSeq: 999_999 }),
+    );
+    await control({ op: 'upsert-rule', rule: { id: 'broken', on: 'payment' } });
+    await servers.js.publish('vigil.control', '{"op":');
+    // A rule that fails at run time: `in` against a fact that is not a list. Three errors quarantine it.
+    await control({
+      op: 'upsert-rule',
+      rule: {
+        id: 'fragile',
+        on: ['probe'],
+        when: { all: [{ fact: 'a', operator: 'in', value: { fact: 'b' } }] },
+      },
+    });
+    for (let i = 0; i < 3; i++) await event(`f${i}`, { type: 'probe', a: 1, b: 2 });
+    await event('k1', { type: 'payment', card: 'k1', amount: 500, id: 'still-flowing' });
+    await eventually(
+      async () => (await alerts()).some((a) => a.events[0]?.id === 'still-flowing'),
+      10_000,
+      'a good event after the bad ones',
+    );
+    await eventually(
+      async () => new Set((await deadLetters()).map((d) => d.reason)).size >= 11,
+      10_000,
+      'every dead letter',
+    );
+    const dlq = await deadLetters();
+    const reasons = new Set(dlq.map((d) => d.reason));
+    for (const r of [
+      'not-json',
+      'missing-type',
+      'too-large',
+      'late',
+      'wrong-partition',
+      'reserved-key',
+      'forged-marker',
+      'invalid-control',
+      'rule-error',
+    ])
+      expect(reasons, r).toContain(r);
+    expect(
+      dlq.find((d) => d.reason === 'invalid-control' && d.body.includes('broken'))?.error,
+    ).toContain('/rule/on');
+    expect(dlq.find((d) => d.reason === 'not-json')?.body).toBe('not json');
+    // The quarantine is an ordinary, ordered control message.
+    await eventually(
+      async () =>
+        (await readStream(servers, 'CONTROL')).some((m) =>
+          new TextDecoder().decode(m.data).includes('"pause-rule","id":"fragile"'),
+        ),
+      10_000,
+      'the quarantine',
+    );
+    const text = await (await fetch(`${service.url}/metrics`)).text();
+    expect(metricSum(text, 'vigil_dlq_total', ['reason', 'forged-marker'])).toBe(1);
+    expect(metricSum(text, 'vigil_quarantines_total', ['rule', 'fragile'])).toBeGreaterThanOrEqual(
+      1,
+    );
+  });
+});

@@ -1,0 +1,158 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import {
+  jetstream,
+  jetstreamManager,
+  type JetStreamClient,
+  type JetStreamManager,
+} from '@nats-io/jetstream';
+import {
+  resolveOptions,
+  startNats,
+  startRedis,
+  startService,
+  type RunningService,
+  type ServerHandle,
+  type VigilOptions,
+} from '../../service/index.js';
+
+/** Real servers for one test file: nats-server (and redis-server) on random ports, data in a temp folder. */
+export interface TestServers {
+  readonly nats: ServerHandle;
+  readonly redis: ServerHandle | undefined;
+  readonly nc: NatsConnection;
+  readonly js: JetStreamClient;
+  readonly jsm: JetStreamManager;
+  readonly dir: string;
+  stop(): Promise<void>;
+}
+
+export async function startTestServers(opts: {
+  partitions: number;
+  redis?: boolean;
+}): Promise<TestServers> {
+  const dir = mkdtempSync(join(tmpdir(), 'vigil-test-'));
+  const nats = await startNats({ dataDir: join(dir, 'nats'), partitions: opts.partitions });
+  const redis = opts.redis ? await startRedis({ dataDir: join(dir, 'redis') }) : undefined;
+  const nc = await connect({ servers: nats.url });
+  return {
+    nats,
+    redis,
+    nc,
+    js: jetstream(nc),
+    jsm: await jetstreamManager(nc),
+    dir,
+    async stop() {
+      await nc.close();
+      await nats.stop();
+      await redis?.stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Starts the service in this process (its workers are real threads), ignoring the environment. */
+export async function startTestService(
+  servers: TestServers,
+  overrides: Partial<Omit<VigilOptions, 'limits'>> = {},
+): Promise<{ service: RunningService; options: VigilOptions }> {
+  const options = resolveOptions(
+    {
+      natsUrl: servers.nats.url,
+      ...(servers.redis ? { redisUrl: servers.redis.url } : {}),
+      httpPort: 0,
+      workers: 2,
+      tickIntervalMs: 200,
+      ...overrides,
+    },
+    {},
+  );
+  const service = await startService(options, () => {});
+  await service.whenReady();
+  return { service, options };
+}
+
+/** Sums a counter of a Prometheus exposition, optionally for one label value. */
+export function metricSum(text: string, name: string, label?: [string, string]): number {
+  let sum = 0;
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(name)) continue;
+    const rest = line.slice(name.length);
+    if (rest[0] !== '{' && rest[0] !== ' ') continue;
+    if (label && !rest.includes(`${label[0]}="${label[1]}"`)) continue;
+    sum += Number(line.slice(line.lastIndexOf(' ') + 1));
+  }
+  return sum;
+}
+
+/** Polls until `check` returns true. */
+export async function eventually(
+  check: () => Promise<boolean> | boolean,
+  timeoutMs = 20_000,
+  what = 'condition',
+): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > until) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** Waits until the service has read every record of EVENTS (each record counts once in vigil_events_total). */
+export async function drained(
+  servers: TestServers,
+  service: RunningService,
+  timeoutMs = 30_000,
+): Promise<void> {
+  await eventually(
+    async () => {
+      const total = (await servers.jsm.streams.info('EVENTS')).state.messages;
+      const text = await (await fetch(`${service.url}/metrics`)).text();
+      return metricSum(text, 'vigil_events_total') >= total;
+    },
+    timeoutMs,
+    'the service to read all of EVENTS',
+  );
+}
+
+/** Every message of a stream, in order. */
+export async function readStream(
+  servers: TestServers,
+  stream: string,
+): Promise<
+  {
+    seq: number;
+    subject: string;
+    data: Uint8Array;
+    storedAt: number;
+    headers: Record<string, string>;
+  }[]
+> {
+  const info = await servers.jsm.streams.info(stream);
+  const out: {
+    seq: number;
+    subject: string;
+    data: Uint8Array;
+    storedAt: number;
+    headers: Record<string, string>;
+  }[] = [];
+  if (info.state.messages === 0) return out;
+  const consumer = await servers.js.consumers.get(stream);
+  const messages = await consumer.consume();
+  for await (const m of messages) {
+    const headers: Record<string, string> = {};
+    for (const [k, v] of m.headers ?? []) headers[k] = v.join(',');
+    out.push({
+      seq: m.seq,
+      subject: m.subject,
+      data: m.data,
+      storedAt: Number(m.info.timestampNanos / 1_000_000),
+      headers,
+    });
+    if (m.info.pending === 0) break;
+  }
+  await messages.close();
+  return out;
+}
