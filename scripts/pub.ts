@@ -4,7 +4,9 @@ import { jetstream } from '@nats-io/jetstream';
 
 const [subject, body] = process.argv.slice(2);
 if (!subject || body === undefined) {
-  console.error(`usage: npm run pub -- <subject> '<json>'   e.g. npm run pub -- events.c-7 '{"type":"payment","amount":950}'`);
+  console.error(
+    `usage: npm run pub -- <subject> '<json>'   e.g. npm run pub -- events.c-7 '{"type":"payment","amount":950}'`,
+  );
   process.exit(2);
 }
 const nc = await connect({ servers: process.env.NATS_URL ?? 'nats://127.0.0.1:4222' });

@@ -7,7 +7,18 @@
 import { resolve } from 'node:path';
 import { connect } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { ensureServersInstalled, followAlerts, freePort, publishDemoRules, resolveOptions, startDemoProducer, startNats, startRedis, startService, type ServerHandle } from '../service/index.js';
+import {
+  ensureServersInstalled,
+  followAlerts,
+  freePort,
+  publishDemoRules,
+  resolveOptions,
+  startDemoProducer,
+  startNats,
+  startRedis,
+  startService,
+  type ServerHandle,
+} from '../service/index.js';
 
 const noDemo = process.argv.includes('--no-demo');
 const say = (line: string): void => console.log(`[vigil] ${line}`);
@@ -27,7 +38,11 @@ let natsUrl = process.env.NATS_URL;
 let redisUrl = process.env.REDIS_URL;
 if (!natsUrl || !redisUrl) ensureServersInstalled(say);
 if (!natsUrl) {
-  const nats = await startNats({ dataDir: resolve('.vigil/nats'), partitions: base.partitions, port: await portOr(4222) });
+  const nats = await startNats({
+    dataDir: resolve('.vigil/nats'),
+    partitions: base.partitions,
+    port: await portOr(4222),
+  });
   servers.push(nats);
   natsUrl = nats.url;
   say(`nats-server ${nats.url} (JetStream data in .vigil/nats)`);
@@ -41,7 +56,9 @@ if (!redisUrl) {
 const options = resolveOptions({ natsUrl, redisUrl });
 const service = await startService(options);
 await service.whenReady();
-say(`service ready: ${options.workers} workers, ${options.partitions} partitions; health ${service.url}/healthz, metrics ${service.url}/metrics`);
+say(
+  `service ready: ${options.workers} workers, ${options.partitions} partitions; health ${service.url}/healthz, metrics ${service.url}/metrics`,
+);
 
 const nc = await connect({ servers: natsUrl });
 const stops: (() => Promise<void>)[] = [];
@@ -49,19 +66,32 @@ if (!noDemo) {
   const jsm = await jetstreamManager(nc);
   if ((await jsm.streams.info('CONTROL')).state.last_seq === 0) {
     await publishDemoRules(nc);
-    say('demo rules published to vigil.control (big-payment, blocked-card, card-testing, login-then-drain, unconfirmed-order)');
+    say(
+      'demo rules published to vigil.control (big-payment, blocked-card, card-testing, login-then-drain, unconfirmed-order)',
+    );
   }
-  const follower = await followAlerts(nc, (a) => say(`ALERT ${a.severity.padEnd(6)} ${a.ruleId.padEnd(18)} ${a.title}`));
+  const follower = await followAlerts(nc, (a) =>
+    say(`ALERT ${a.severity.padEnd(6)} ${a.ruleId.padEnd(18)} ${a.title}`),
+  );
   const producer = startDemoProducer(nc);
-  stops.push(() => producer.stop(), () => follower.stop());
+  stops.push(
+    () => producer.stop(),
+    () => follower.stop(),
+  );
   say('demo producer publishing ~20 payment-like events/s');
 }
 say('');
-say(`publish events:   JetStream publish to events.<key>, a JSON object with "type" (and "ts", "id", any fields), on ${natsUrl}`);
-say(`                  e.g. npm run pub -- events.c-7 '{"type":"payment","cardId":"c-7","amount":950}'`);
+say(
+  `publish events:   JetStream publish to events.<key>, a JSON object with "type" (and "ts", "id", any fields), on ${natsUrl}`,
+);
+say(
+  `                  e.g. npm run pub -- events.c-7 '{"type":"payment","cardId":"c-7","amount":950}'`,
+);
 say(`change rules:     publish a control message to vigil.control, e.g.`);
 say(`                  npm run pub -- vigil.control '{"op":"pause-rule","id":"big-payment"}'`);
-say(`alerts:           stream ALERTS, subjects alerts.<severity>.<ruleId>; dead letters: stream DLQ, vigil.dlq.<reason>`);
+say(
+  `alerts:           stream ALERTS, subjects alerts.<severity>.<ruleId>; dead letters: stream DLQ, vigil.dlq.<reason>`,
+);
 say(`metrics:          ${service.url}/metrics   (readiness ${service.url}/readyz)`);
 say('Ctrl-C stops everything.');
 

@@ -8,9 +8,37 @@ export { WorkerMetrics } from './metrics.js';
 export { partitionOf } from './partitioner.js';
 export { PartitionRunner, type PartitionRunnerDeps } from './partition-runner.js';
 export { Publisher } from './publisher.js';
-export { ensureServersInstalled, findExecutable, freePort, natsConfig, startNats, startRedis, type ServerHandle } from './servers.js';
+export {
+  ensureServersInstalled,
+  findExecutable,
+  freePort,
+  natsConfig,
+  startNats,
+  startRedis,
+  type ServerHandle,
+} from './servers.js';
 export { startService, type RunningService } from './service.js';
-export { natsAlertSink, natsDeadLetterSink, type AlertSink, type DeadLetter, type DeadLetterSink } from './sinks.js';
+export {
+  natsAlertSink,
+  natsDeadLetterSink,
+  type AlertSink,
+  type DeadLetter,
+  type DeadLetterSink,
+} from './sinks.js';
 export { ensureStreams, PROBE_KEY, verifyMapping } from './streams.js';
-export { alertSubject, CONTROL_SUBJECT, dlqSubject, eventSubject, isValidKey, MARKER_KEY, markerSubject, partitionedEventSubject, partitionFilter, partitionMapping, Streams, TICK_KEY, tickSubject } from './subjects.js';
+export {
+  alertSubject,
+  CONTROL_SUBJECT,
+  dlqSubject,
+  eventSubject,
+  isValidKey,
+  MARKER_KEY,
+  markerSubject,
+  partitionedEventSubject,
+  partitionFilter,
+  partitionMapping,
+  Streams,
+  TICK_KEY,
+  tickSubject,
+} from './subjects.js';
 export { assignPartitions, WorkerPool, type Logger } from './worker-pool.js';
