@@ -15,6 +15,7 @@ import {
   startService,
   type RunningService,
   type ServerHandle,
+  type Logger,
   type VigilOptions,
 } from '../../service/index.js';
 
@@ -57,6 +58,8 @@ export async function startTestServers(opts: {
 export async function startTestService(
   servers: TestServers,
   overrides: Partial<Omit<VigilOptions, 'limits'>> = {},
+  log: Logger = (level, message) =>
+    level !== 'info' && console.log(`[service ${level}] ${message}`),
 ): Promise<{ service: RunningService; options: VigilOptions }> {
   const options = resolveOptions(
     {
@@ -69,7 +72,7 @@ export async function startTestService(
     },
     {},
   );
-  const service = await startService(options, () => {});
+  const service = await startService(options, log);
   await service.whenReady();
   return { service, options };
 }
@@ -98,6 +101,29 @@ export async function eventually(
     if (Date.now() > until) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 50));
   }
+}
+
+/** Waits until every partition has applied control sequence `seq` (its marker has been read). */
+export async function activated(
+  service: RunningService,
+  seq: number,
+  partitions: number,
+  timeoutMs = 10_000,
+): Promise<void> {
+  await eventually(
+    async () => {
+      const text = await (await fetch(`${service.url}/metrics`)).text();
+      for (let p = 0; p < partitions; p++) {
+        const line = text
+          .split('\n')
+          .find((l) => l.startsWith(`vigil_control_seq_applied{partition="${p}"}`));
+        if (line === undefined || Number(line.slice(line.lastIndexOf(' ') + 1)) < seq) return false;
+      }
+      return true;
+    },
+    timeoutMs,
+    `control sequence ${seq} to be applied on every partition`,
+  );
 }
 
 /** Waits until the service has read every record of EVENTS (each record counts once in vigil_events_total). */
