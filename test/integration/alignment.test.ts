@@ -1,0 +1,236 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  applyControl,
+  createPartition,
+  emptyRuleSet,
+  parseControl,
+  processRecord,
+  skipControl,
+  type Alert,
+  type RuleSet,
+} from '../../rules/index.js';
+import { partitionOf, type RunningService } from '../../service/index.js';
+import {
+  drained,
+  readStream,
+  startTestServers,
+  startTestService,
+  type TestServers,
+} from './servers.js';
+
+const P = 8;
+const OUT_OF_ORDER_MS = 50;
+const decoder = new TextDecoder();
+
+function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const RULES = [
+  {
+    id: 'big',
+    on: ['payment'],
+    key: 'k',
+    when: { all: [{ fact: 'amount', operator: 'greaterThan', value: 80 }] },
+  },
+  {
+    id: 'burst',
+    on: ['payment'],
+    key: 'k',
+    pattern: { kind: 'threshold', aggregate: 'count', window: 200, operator: '>=', value: 3 },
+  },
+  {
+    id: 'spend',
+    on: ['payment'],
+    key: 'k',
+    pattern: {
+      kind: 'threshold',
+      aggregate: 'sum',
+      field: 'amount',
+      window: 300,
+      windowType: 'tumbling',
+      operator: '>',
+      value: 150,
+    },
+  },
+  {
+    id: 'login-pay',
+    on: ['login', 'payment'],
+    key: 'k',
+    pattern: {
+      kind: 'sequence',
+      within: 500,
+      steps: [
+        { name: 'l', on: ['login'] },
+        {
+          name: 'p',
+          on: ['payment'],
+          when: { all: [{ fact: 'amount', operator: 'greaterThan', value: 50 }] },
+        },
+      ],
+    },
+  },
+  {
+    id: 'unconfirmed',
+    on: ['order'],
+    key: 'k',
+    pattern: { kind: 'absence', within: 150, expect: { on: ['confirm'] } },
+  },
+  {
+    id: 'listed',
+    on: ['payment'],
+    key: 'k',
+    when: { all: [{ fact: 'k', operator: 'in', value: { fact: 'list:watch' } }] },
+  },
+];
+
+/** Changes published while events flow: compatible and incompatible edits, pauses, clears, deletes, model updates. */
+const CHANGES = [
+  {
+    op: 'upsert-rule',
+    rule: { ...RULES[0], when: { all: [{ fact: 'amount', operator: 'greaterThan', value: 60 }] } },
+  },
+  { op: 'upsert-rule', rule: { ...RULES[1], pattern: { ...RULES[1]?.pattern, window: 100 } } },
+  { op: 'upsert-rule', rule: { ...RULES[1], pattern: { ...RULES[1]?.pattern, value: 2 } } },
+  { op: 'pause-rule', id: 'login-pay' },
+  { op: 'resume-rule', id: 'login-pay' },
+  { op: 'clear-state', ruleId: 'spend' },
+  { op: 'clear-state' },
+  { op: 'upsert-model', model: { id: 'watch', kind: 'lookup', values: ['k3', 'k7', 'k11'] } },
+  {
+    op: 'changeset',
+    changes: [
+      { op: 'delete-rule', id: 'unconfirmed' },
+      { op: 'upsert-rule', rule: { ...RULES[4], pattern: { ...RULES[4]?.pattern, within: 100 } } },
+    ],
+  },
+  { op: 'upsert-rule', rule: { id: 'bad', on: 'payment' } },
+];
+
+/** The single-threaded reference: every partition's log through the rules core, changes applied at their markers. */
+async function reference(servers: TestServers): Promise<Set<string>> {
+  const versions = new Map<number, RuleSet>();
+  let rs = emptyRuleSet();
+  for (const m of await readStream(servers, 'CONTROL')) {
+    const parsed = parseControl(m.data);
+    rs = parsed.ok ? applyControl(rs, parsed.message, m.seq).ruleSet : skipControl(rs, m.seq);
+    versions.set(m.seq, rs);
+  }
+  const partitions = Array.from({ length: P }, (_, p) =>
+    createPartition(emptyRuleSet(), { partition: p, outOfOrderMs: OUT_OF_ORDER_MS }),
+  );
+  const ids = new Set<string>();
+  for (const m of await readStream(servers, 'EVENTS')) {
+    const [, key = '', pText = ''] = m.subject.split('.');
+    const p = Number(pText);
+    const st = partitions[p];
+    if (st === undefined) continue;
+    let out;
+    if (key === '_vigil') {
+      const c = (JSON.parse(decoder.decode(m.data)) as { controlSeq: number }).controlSeq;
+      const target = versions.get(c);
+      if (target === undefined || c <= st.ruleSet.controlSeq) continue;
+      out = processRecord(st, { kind: 'marker', seq: m.seq, ruleSet: target });
+    } else if (key.startsWith('_') || partitionOf(key, P) !== p) continue;
+    else
+      out = processRecord(st, {
+        kind: 'event',
+        seq: m.seq,
+        key,
+        data: m.data,
+        publishTs: m.storedAt,
+      });
+    for (const a of out.alerts) ids.add(a.id);
+  }
+  return ids;
+}
+
+let servers: TestServers | undefined;
+let service: RunningService | undefined;
+
+afterEach(async () => {
+  await service?.stop();
+  await servers?.stop();
+  service = undefined;
+  servers = undefined;
+});
+
+async function run(workers: number, seed: number): Promise<void> {
+  const random = prng(seed);
+  servers = await startTestServers({ partitions: P });
+  ({ service } = await startTestService(servers, {
+    partitions: P,
+    workers,
+    outOfOrderMs: OUT_OF_ORDER_MS,
+    tickIntervalMs: 0,
+  }));
+  const js = servers.js;
+  await js.publish(
+    'vigil.control',
+    JSON.stringify({
+      op: 'replace-all',
+      rules: RULES,
+      models: [{ id: 'watch', kind: 'lookup', values: ['k1', 'k2'] }],
+    }),
+  );
+  const types = ['payment', 'payment', 'payment', 'login', 'order', 'confirm'];
+  const base = Date.now();
+  const changeAt = new Set(Array.from({ length: 8 }, () => Math.floor(random() * 700)));
+  for (let i = 0; i < 700; i++) {
+    // Changes come alone or in bursts, so a partition may meet a marker while later changes are already known.
+    if (changeAt.has(i)) {
+      const burst = 1 + Math.floor(random() * 3);
+      for (let b = 0; b < burst; b++)
+        await js.publish(
+          'vigil.control',
+          JSON.stringify(CHANGES[Math.floor(random() * CHANGES.length)]),
+        );
+    }
+    const k = `k${Math.floor(random() * 24)}`;
+    const ts = base + i * 4 - Math.floor(random() * 70);
+    const type = types[Math.floor(random() * types.length)];
+    await js.publish(
+      `events.${k}`,
+      JSON.stringify({ type, k, amount: Math.floor(random() * 100), ts, id: `e${i}` }),
+    );
+  }
+  await drained(servers, service);
+  await service.stop(); // flushes every alert
+  service = undefined;
+  const got = (await readStream(servers, 'ALERTS')).map(
+    (m) => JSON.parse(decoder.decode(m.data)) as Alert,
+  );
+  const expected = await reference(servers);
+  const actual = new Set(got.map((a) => a.id));
+  expect(got.length, `seed ${seed}: no alert published twice`).toBe(actual.size);
+  expect(expected.size, `seed ${seed}: the run must produce alerts`).toBeGreaterThan(50);
+  expect(
+    [...actual].filter((id) => !expected.has(id)),
+    `seed ${seed}, ${workers} workers: alerts the reference did not produce`,
+  ).toEqual([]);
+  expect(
+    [...expected].filter((id) => !actual.has(id)),
+    `seed ${seed}, ${workers} workers: alerts the service missed`,
+  ).toEqual([]);
+  expect(
+    new Set(got.map((a) => a.ruleVersion)).size,
+    `seed ${seed}: changes took effect`,
+  ).toBeGreaterThan(1);
+}
+
+describe('aligned activation (G2) as a property: the service equals a single-threaded reference over the same logs', () => {
+  const base = Number(process.env.VIGIL_TEST_SEED ?? Date.now() % 100_000);
+  for (const workers of [1, 2, 4]) {
+    for (const k of [0, 1]) {
+      const seed = base + workers * 10 + k;
+      it(`${workers} worker(s), seed ${seed}`, () => run(workers, seed));
+    }
+  }
+});
