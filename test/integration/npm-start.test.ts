@@ -1,0 +1,69 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+
+const root = resolve(import.meta.dirname, '../..');
+let dir: string | undefined;
+let child: ChildProcess | undefined;
+
+afterAll(async () => {
+  if (child && child.exitCode === null) {
+    child.kill('SIGKILL');
+  }
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+/** Descendants of a process, from /proc (what `npm start` must not leave behind). */
+function descendants(pid: number): number[] {
+  const r = spawnSync('ps', ['-eo', 'pid=,ppid='], { encoding: 'utf8' });
+  const children = new Map<number, number[]>();
+  for (const line of r.stdout.trim().split('\n')) {
+    const [p, pp] = line.trim().split(/\s+/).map(Number);
+    if (p === undefined || pp === undefined) continue;
+    children.set(pp, [...(children.get(pp) ?? []), p]);
+  }
+  const out: number[] = [];
+  const walk = (p: number): void => {
+    for (const c of children.get(p) ?? []) {
+      out.push(c);
+      walk(c);
+    }
+  };
+  walk(pid);
+  return out;
+}
+
+describe('npm start, as a new user runs it', () => {
+  it('from a clean clone: starts the servers and the service, the demo produces alerts, /metrics answers, Ctrl-C stops everything', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'vigil-clone-'));
+    const clone = spawnSync('git', ['clone', '--quiet', '--depth', '1', `file://${root}`, join(dir, 'vigil')], { encoding: 'utf8' });
+    expect(clone.status, clone.stderr).toBe(0);
+    const cwd = join(dir, 'vigil');
+    // The dependencies are installed already; a clean machine gets them from `npm ci` in the same script.
+    symlinkSync(join(root, 'node_modules'), join(cwd, 'node_modules'));
+    const proc = spawn('npm', ['start'], { cwd, env: { ...process.env, VIGIL_HTTP_PORT: '0', VIGIL_WORKERS: '2', NATS_URL: '', REDIS_URL: '' }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    child = proc;
+    let output = '';
+    proc.stdout?.on('data', (c: Buffer) => (output += c.toString()));
+    proc.stderr?.on('data', (c: Buffer) => (output += c.toString()));
+    const until = Date.now() + 90_000;
+    while (!/ALERT/.test(output) || !/metrics:\s+(\S+)/.test(output)) {
+      if (Date.now() > until || proc.exitCode !== null) throw new Error(`no alert from the demo:\n${output}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    const metricsUrl = /metrics:\s+(\S+)/.exec(output)?.[1] as string;
+    const metrics = await fetch(metricsUrl);
+    expect(metrics.status).toBe(200);
+    expect(await metrics.text()).toMatch(/vigil_alerts_total\{rule="[a-z-]+"\} [1-9]/);
+    const running = descendants(proc.pid as number);
+    expect(running.length).toBeGreaterThan(2); // npm, node, nats-server, redis-server
+    process.kill(-(proc.pid as number), 'SIGINT');
+    await new Promise<void>((r) => (proc.exitCode !== null ? r() : proc.once('exit', () => r())));
+    await new Promise((r) => setTimeout(r, 500));
+    const alive = running.filter((pid) => spawnSync('kill', ['-0', String(pid)]).status === 0);
+    expect(alive, `processes left behind:\n${output}`).toEqual([]);
+    expect(output).toContain('stopped');
+  });
+});
