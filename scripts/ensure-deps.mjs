@@ -1,13 +1,16 @@
-// Installs npm dependencies when they are missing or older than the lock file, so that
-// `npm start` and `npm test` work on a fresh clone. Plain JavaScript: it runs before tsx exists.
+// Installs npm dependencies when any is missing, so that `npm start` and `npm test` work on a
+// fresh clone. Plain JavaScript: it runs before tsx is there. (Presence, not file times: a fresh
+// clone's files are all newer than anything installed.)
 import { spawnSync } from 'node:child_process';
-import { existsSync, statSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 
-const marker = 'node_modules/.package-lock.json';
-const stale =
-  !existsSync(marker) || statSync('package-lock.json').mtimeMs > statSync(marker).mtimeMs + 1000;
-if (stale) {
-  console.log('[vigil] installing npm dependencies (npm ci) …');
+const pkg = JSON.parse(readFileSync('package.json', 'utf8'));
+const names = [...Object.keys(pkg.dependencies ?? {}), ...Object.keys(pkg.devDependencies ?? {})];
+const missing = names.filter((name) => !existsSync(`node_modules/${name}/package.json`));
+if (missing.length > 0) {
+  console.log(
+    `[vigil] installing npm dependencies (npm ci; missing: ${missing.slice(0, 5).join(', ')}${missing.length > 5 ? ', …' : ''})`,
+  );
   const r = spawnSync('npm', ['ci', '--no-audit', '--no-fund'], { stdio: 'inherit' });
   if (r.status !== 0) process.exit(r.status ?? 1);
 }
