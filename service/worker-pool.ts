@@ -100,7 +100,7 @@ export class WorkerPool {
             s.worker.postMessage({ op: 'metrics', id } satisfies ToWorker);
             setTimeout(() => {
               if (this.pending.delete(id)) resolve([]);
-            }, 2000);
+            }, 5000);
           }),
       ),
     );

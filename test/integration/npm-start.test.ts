@@ -54,9 +54,14 @@ describe('npm start, as a new user runs it', () => {
       await new Promise((r) => setTimeout(r, 200));
     }
     const metricsUrl = /metrics:\s+(\S+)/.exec(output)?.[1] as string;
-    const metrics = await fetch(metricsUrl);
-    expect(metrics.status).toBe(200);
-    expect(await metrics.text()).toMatch(/vigil_alerts_total\{rule="[a-z-]+"\} [1-9]/);
+    let text = '';
+    for (let i = 0; i < 50 && !/vigil_alerts_total\{rule="[a-z-]+"\} [1-9]/.test(text); i++) {
+      const metrics = await fetch(metricsUrl);
+      expect(metrics.status).toBe(200);
+      text = await metrics.text();
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(text).toMatch(/vigil_alerts_total\{rule="[a-z-]+"\} [1-9]/);
     const running = descendants(proc.pid as number);
     expect(running.length).toBeGreaterThan(2); // npm, node, nats-server, redis-server
     process.kill(-(proc.pid as number), 'SIGINT');
