@@ -22,7 +22,7 @@ const ioModules = [
 ];
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', '.vigil/**', 'coverage/**', 'dist/**'] },
+  { ignores: ['node_modules/**', '.vigil/**', '.scratch/**', 'coverage/**', 'dist/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -38,19 +38,35 @@ function descendants(pid: number): number[] {
 describe('npm start, as a new user runs it', () => {
   it('from a clean clone: starts the servers and the service, the demo produces alerts, /metrics answers, Ctrl-C stops everything', async () => {
     dir = mkdtempSync(join(tmpdir(), 'vigil-clone-'));
-    const clone = spawnSync('git', ['clone', '--quiet', '--depth', '1', `file://${root}`, join(dir, 'vigil')], { encoding: 'utf8' });
+    const clone = spawnSync(
+      'git',
+      ['clone', '--quiet', '--depth', '1', `file://${root}`, join(dir, 'vigil')],
+      { encoding: 'utf8' },
+    );
     expect(clone.status, clone.stderr).toBe(0);
     const cwd = join(dir, 'vigil');
     // The dependencies are installed already; a clean machine gets them from `npm ci` in the same script.
     symlinkSync(join(root, 'node_modules'), join(cwd, 'node_modules'));
-    const proc = spawn('npm', ['start'], { cwd, env: { ...process.env, VIGIL_HTTP_PORT: '0', VIGIL_WORKERS: '2', NATS_URL: '', REDIS_URL: '' }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    const proc = spawn('npm', ['start'], {
+      cwd,
+      env: {
+        ...process.env,
+        VIGIL_HTTP_PORT: '0',
+        VIGIL_WORKERS: '2',
+        NATS_URL: '',
+        REDIS_URL: '',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+    });
     child = proc;
     let output = '';
     proc.stdout?.on('data', (c: Buffer) => (output += c.toString()));
     proc.stderr?.on('data', (c: Buffer) => (output += c.toString()));
     const until = Date.now() + 90_000;
     while (!/ALERT/.test(output) || !/metrics:\s+(\S+)/.test(output)) {
-      if (Date.now() > until || proc.exitCode !== null) throw new Error(`no alert from the demo:\n${output}`);
+      if (Date.now() > until || proc.exitCode !== null)
+        throw new Error(`no alert from the demo:\n${output}`);
       await new Promise((r) => setTimeout(r, 200));
     }
     const metricsUrl = /metrics:\s+(\S+)/.exec(output)?.[1] as string;
