@@ -122,7 +122,7 @@ export class PartitionRunner {
       this.d.metrics.events.inc({ partition: this.p, outcome: 'tick' });
       return this.emit(r, processRecord(this.state, { kind: 'tick', seq: r.seq, ts: tick.ts }));
     }
-    if (key === PROBE_KEY) {
+    if (key.startsWith(PROBE_KEY)) {
       this.d.metrics.events.inc({ partition: this.p, outcome: 'probe' });
       return;
     }

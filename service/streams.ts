@@ -65,34 +65,45 @@ export async function ensureStreams(
 }
 
 /**
- * Publishes a probe to `events.<probe>` and checks that the server mapped it to the partition
- * Vigil computes (DESIGN §3). Without the mapping, partitioned consumers would see nothing.
+ * Publishes probes to `events.<probe>` and checks that the server mapped each to the partition
+ * Vigil computes (DESIGN §3). Without the mapping, partitioned consumers would see nothing; with
+ * another partition count, keys would land in the wrong partitions. One probe can agree with a
+ * wrong count by chance, so probing goes on until no other count (up to 1024) fits what was seen.
  */
 export async function verifyMapping(nc: NatsConnection, partitions: number): Promise<void> {
   const js = jetstream(nc);
-  const fix = `add this line to the nats-server configuration and restart it:\n  ${partitionMapping(partitions)}`;
-  let seq: number;
-  try {
-    seq = (
-      await js.publish(eventSubject(PROBE_KEY), '{}', {
-        msgID: `probe-${Date.now()}-${Math.random()}`,
-        timeout: 5000,
-      })
-    ).seq;
-  } catch (e) {
-    throw new ServiceError(
-      ServiceErrorCode.MappingMissing,
-      `events published to events.<key> reach no stream: the server does not partition them; ${fix}`,
-      { cause: e },
-    );
-  }
   const jsm = await jetstreamManager(nc);
-  const stored = await jsm.streams.getMessage(Streams.events, { seq });
-  const expected = partitionedEventSubject(PROBE_KEY, partitionOf(PROBE_KEY, partitions));
-  if (stored?.subject !== expected) {
-    throw new ServiceError(
-      ServiceErrorCode.MappingMissing,
-      `a probe published to events.${PROBE_KEY} landed on ${stored?.subject ?? 'nothing'}, not ${expected}: the server's partition mapping does not match VIGIL_PARTITIONS=${partitions}; ${fix}`,
-    );
+  const fix = `add this line to the nats-server configuration and restart it:\n  ${partitionMapping(partitions)}`;
+  const seen: { key: string; p: number }[] = [];
+  for (let i = 0; i < 16; i++) {
+    const key = i === 0 ? PROBE_KEY : `${PROBE_KEY}${i}`;
+    let seq: number;
+    try {
+      seq = (
+        await js.publish(eventSubject(key), '{}', {
+          msgID: `probe-${Date.now()}-${Math.random()}`,
+          timeout: 5000,
+        })
+      ).seq;
+    } catch (e) {
+      throw new ServiceError(
+        ServiceErrorCode.MappingMissing,
+        `events published to events.<key> reach no stream: the server does not partition them; ${fix}`,
+        { cause: e },
+      );
+    }
+    const stored = await jsm.streams.getMessage(Streams.events, { seq });
+    const expected = partitionedEventSubject(key, partitionOf(key, partitions));
+    if (stored?.subject !== expected) {
+      throw new ServiceError(
+        ServiceErrorCode.MappingMissing,
+        `a probe published to events.${key} landed on ${stored?.subject ?? 'nothing'}, not ${expected}: the server's partition mapping does not match VIGIL_PARTITIONS=${partitions}; ${fix}`,
+      );
+    }
+    seen.push({ key, p: partitionOf(key, partitions) });
+    let others = 0;
+    for (let q = 1; q <= 1024 && others === 0; q++)
+      if (q !== partitions && seen.every((s) => partitionOf(s.key, q) === s.p)) others++;
+    if (others === 0) return;
   }
 }

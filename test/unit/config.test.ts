@@ -1,0 +1,68 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { assignPartitions, natsConfig, partitionOf, resolveOptions } from '../../service/index.js';
+
+describe('service options', () => {
+  it('defaults, then environment variables, then overrides', () => {
+    const o = resolveOptions(
+      { httpPort: 9000 },
+      { NATS_URL: 'nats://10.0.0.1:4222', VIGIL_PARTITIONS: '8', VIGIL_WORKERS: '3' },
+    );
+    expect(o).toMatchObject({
+      natsUrl: 'nats://10.0.0.1:4222',
+      partitions: 8,
+      workers: 3,
+      httpPort: 9000,
+      outOfOrderMs: 1000,
+    });
+    expect(o.limits.maxRules).toBe(10_000);
+  });
+
+  it('reports every bad setting at once, by name and variable', () => {
+    expect(() =>
+      resolveOptions(
+        {},
+        { VIGIL_PARTITIONS: 'many', VIGIL_HTTP_PORT: '70000', NATS_URL: 'localhost' },
+      ),
+    ).toThrow(
+      expect.objectContaining({
+        code: 'VIGIL_E_VALIDATION',
+        problems: [
+          expect.objectContaining({
+            pointer: '/httpPort',
+            message: expect.stringContaining('VIGIL_HTTP_PORT'),
+          }),
+          expect.objectContaining({
+            pointer: '/partitions',
+            message: expect.stringContaining('VIGIL_PARTITIONS'),
+          }),
+          expect.objectContaining({ pointer: '/natsUrl' }),
+        ],
+      }),
+    );
+  });
+
+  it('spreads partitions over workers', () => {
+    expect(assignPartitions(5, 2)).toEqual([
+      [0, 2, 4],
+      [1, 3],
+    ]);
+    expect(assignPartitions(2, 4)).toEqual([[0], [1]]);
+  });
+});
+
+describe('partitioning', () => {
+  it('is FNV-1a of the key modulo P, as nats-server computes it', () => {
+    // FNV-1a-32("a") = 0xe40c292c
+    expect(partitionOf('a', 1 << 30)).toBe(0xe40c292c % (1 << 30));
+    expect(partitionOf('c-19', 16)).toBe(partitionOf('c-19', 16));
+  });
+
+  it('the shipped nats.conf is the one the start script writes for 16 partitions', () => {
+    const shipped = readFileSync(new URL('../../config/nats.conf', import.meta.url), 'utf8');
+    const generated = natsConfig({ port: 4222, storeDir: '.vigil/nats/jetstream', partitions: 16 });
+    const settings = (s: string) =>
+      s.split('\n').filter((l) => l.trim() !== '' && !l.startsWith('#'));
+    expect(settings(shipped)).toEqual(settings(generated));
+  });
+});
