@@ -3,7 +3,7 @@ import { pointer, type Problem } from './errors.js';
 import { DEFAULT_LIMITS, type RuleLimits } from './limits.js';
 import { compileModel, isValidId, validateModel, type CompiledModel } from './models.js';
 import { buildRuleSet, ruleSetFromJSON, type RuleSet, type RuleSetJSON } from './rule-set.js';
-import type { ControlMessage, Model, Rule } from './types.js';
+import { CONTROL_OPS, type ControlMessage, type Model, type Rule } from './types.js';
 import type { ConditionRefs } from './validate-condition.js';
 import { validateRule } from './validate-rule.js';
 
@@ -34,17 +34,7 @@ interface Working {
   readonly limits: RuleLimits;
 }
 
-const OPS = new Set([
-  'upsert-rule',
-  'delete-rule',
-  'pause-rule',
-  'resume-rule',
-  'upsert-model',
-  'delete-model',
-  'clear-state',
-  'replace-all',
-  'changeset',
-]);
+const OPS: ReadonlySet<string> = new Set(CONTROL_OPS);
 
 function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
