@@ -9,8 +9,13 @@ let dir: string | undefined;
 let child: ChildProcess | undefined;
 
 afterAll(async () => {
-  if (child && child.exitCode === null) {
-    child.kill('SIGKILL');
+  // On a failure, take down the whole process group: npm, the start script and the servers it started.
+  if (child?.pid !== undefined && child.exitCode === null) {
+    try {
+      process.kill(-child.pid, 'SIGKILL');
+    } catch {
+      // already gone
+    }
   }
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
