@@ -63,6 +63,10 @@ export class PartitionRunner {
   private done: Promise<void> | undefined;
   private readonly p: string;
 
+  // Label children resolved once: the hot path increments them per record.
+  private readonly judged;
+  private readonly lag;
+
   constructor(private readonly d: PartitionRunnerDeps) {
     this.state = createPartition(emptyRuleSet(), {
       partition: d.partition,
@@ -70,6 +74,8 @@ export class PartitionRunner {
       limits: d.limits,
     });
     this.p = String(d.partition);
+    this.judged = d.metrics.events.labels({ partition: this.p, outcome: 'judged' });
+    this.lag = d.metrics.lag.labels({ partition: this.p });
   }
 
   start(): void {
@@ -95,7 +101,7 @@ export class PartitionRunner {
     for await (const r of this.d.source) {
       this.lastActivity = Date.now();
       await this.handle(r);
-      this.d.metrics.lag.set({ partition: this.p }, r.pending);
+      this.lag.set(r.pending);
     }
   }
 
@@ -148,7 +154,7 @@ export class PartitionRunner {
     });
     this.d.metrics.processing.observe(Math.max(0, Date.now() - r.storedAt) / 1000);
     if (result.invalid.length === 0 && result.late.length === 0)
-      this.d.metrics.events.inc({ partition: this.p, outcome: 'judged' });
+      this.judged.inc();
     return this.emit(r, result);
   }
 
