@@ -50,6 +50,7 @@ export { DECORATOR_NAMES, OPERATOR_NAMES, resolveOperator, type OperatorFn } fro
 export {
   createPartition,
   processRecord,
+  stateField,
   type InvalidEvent,
   type LateEvent,
   type Overflow,
@@ -66,7 +67,13 @@ export {
   type RuleSet,
   type RuleSetJSON,
 } from './rule-set.js';
-export { restorePartition, snapshotPartition } from './snapshot.js';
+export {
+  checkpointParts,
+  restorePartition,
+  restorePartitionParts,
+  snapshotPartition,
+  type CheckpointParts,
+} from './snapshot.js';
 export type {
   AbsencePattern,
   Aggregate,

@@ -115,6 +115,8 @@ export interface PartitionState {
   readonly tags: Map<RuleSet, number>;
   /** Buffered hits per lineage: a lineage the current rules no longer use lives while hits wait for it. */
   readonly hitCounts: Map<string, number>;
+  /** Keyed state changed since the last checkpoint delta, as `stateField(lineage, key)`. */
+  readonly dirty: Set<string>;
   /** Keyed state: lineage (`ruleId@epoch`) → key → state. */
   readonly states: Map<string, Map<string, KeyState>>;
   readonly timers: Heap<Timer>;
@@ -142,6 +144,7 @@ export function createPartition(ruleSet: RuleSet, options: PartitionOptions): Pa
     buffer: new Heap(bufferOrder),
     tags: new Map(),
     hitCounts: new Map(),
+    dirty: new Set(),
     states: new Map(),
     timers: new Heap(timerOrder),
     timerN: 0,
@@ -174,13 +177,28 @@ function keyOf(
       : undefined;
 }
 
+/** The field under which a key's state is checkpointed: unambiguous whatever the key holds. */
+export function stateField(lineage: string, key: string): string {
+  return JSON.stringify([lineage, key]);
+}
+
 function keyState(st: PartitionState, rule: CompiledRule, key: string): KeyState {
   const sid = stateId(rule);
   let byKey = st.states.get(sid);
   if (byKey === undefined) st.states.set(sid, (byKey = new Map()));
   let ks = byKey.get(key);
   if (ks === undefined) byKey.set(key, (ks = {}));
+  // Whoever asks for a key's state may change it.
+  st.dirty.add(stateField(sid, key));
   return ks;
+}
+
+/** Drops a whole lineage, marking each of its keys for deletion at the next checkpoint. */
+function dropLineage(st: PartitionState, sid: string): void {
+  const byKey = st.states.get(sid);
+  if (byKey === undefined) return;
+  for (const key of byKey.keys()) st.dirty.add(stateField(sid, key));
+  st.states.delete(sid);
 }
 
 function host(st: PartitionState, out: ProcessResult): OperatorHost {
@@ -365,7 +383,7 @@ function untag(st: PartitionState, b: Buffered): void {
     if (n > 0) st.hitCounts.set(sid, n);
     else {
       st.hitCounts.delete(sid);
-      if (!st.ruleSet.stateIds.has(sid)) st.states.delete(sid);
+      if (!st.ruleSet.stateIds.has(sid)) dropLineage(st, sid);
     }
   }
 }
@@ -413,8 +431,10 @@ function fireTimers(st: PartitionState, upTo: number, h: OperatorHost): void {
     const rule = lineageRule(st, t.ruleId, t.epoch);
     // A deleted or reset lineage has no state left; a paused rule's due state is dropped without alerts.
     if (rule === undefined) continue;
-    const ks = st.states.get(`${t.ruleId}@${t.epoch}`)?.get(t.key);
+    const sid = `${t.ruleId}@${t.epoch}`;
+    const ks = st.states.get(sid)?.get(t.key);
     if (ks === undefined) continue;
+    st.dirty.add(stateField(sid, t.key));
     const p = rule.pattern;
     const emit = !rule.paused;
     if (p?.kind === 'threshold') thresholdTimer(rule, p, ks, t.key, t.time, h, emit);
@@ -427,7 +447,7 @@ function fireTimers(st: PartitionState, upTo: number, h: OperatorHost): void {
 /** Drops keyed state of lineages that no rule set in use refers to any more (deleted or reset rules). */
 function collectLineages(st: PartitionState): void {
   for (const sid of [...st.states.keys()])
-    if (!st.ruleSet.stateIds.has(sid) && !st.hitCounts.has(sid)) st.states.delete(sid);
+    if (!st.ruleSet.stateIds.has(sid) && !st.hitCounts.has(sid)) dropLineage(st, sid);
 }
 
 function onMarker(

@@ -5,6 +5,7 @@ import type { EventRef } from './types.js';
 import { SnapshotError } from './errors.js';
 import {
   createPartition,
+  stateField,
   tag,
   type Hit,
   type PartitionOptions,
@@ -25,7 +26,8 @@ type BufferedJSON = [
 ];
 type TimerJSON = [time: number, n: number, ruleId: string, epoch: number, key: string];
 
-interface PartitionJSON {
+/** Everything of a partition but its keyed state. */
+interface MetaJSON {
   format: typeof FORMAT;
   partition: number;
   offset: number;
@@ -33,9 +35,12 @@ interface PartitionJSON {
   watermark: number | null;
   controlSeq: number;
   buffer: BufferedJSON[];
-  states: [stateId: string, keys: StateJSON[]][];
   timers: TimerJSON[];
   timerN: number;
+}
+
+interface PartitionJSON extends MetaJSON {
+  states: [stateId: string, keys: StateJSON[]][];
 }
 
 /** Non-finite numbers as strings: JSON would turn them into null. */
@@ -113,13 +118,8 @@ function opFromJSON(op: unknown): unknown {
 
 const num = (x: number): number | null => (Number.isFinite(x) ? x : null);
 
-/**
- * Serialises a partition's state (offset, watermark, reorder buffer, keyed state, timers and the
- * control sequence in force) to bytes. Rule sets are not included: they are stored once per
- * control sequence, and {@link restorePartition} asks for them by sequence.
- */
-export function snapshotPartition(st: PartitionState): Uint8Array {
-  const json: PartitionJSON = {
+function metaJSON(st: PartitionState): MetaJSON {
+  return {
     format: FORMAT,
     partition: st.partition,
     offset: st.offset,
@@ -136,33 +136,83 @@ export function snapshotPartition(st: PartitionState): Uint8Array {
         b.ruleSet.controlSeq,
         b.hits.map((x) => [x.rule.id, x.key, x.trigger ? 1 : 0, x.expected ? 1 : 0]),
       ]),
+    timers: st.timers.sorted().map((t) => [t.time, t.n, t.ruleId, t.epoch, t.key]),
+    timerN: st.timerN,
+  };
+}
+
+const encodeKeyState = (ks: KeyState): string => JSON.stringify([ks.sup ?? null, opToJSON(ks.op)]);
+
+function decodeKeyState(value: string): KeyState {
+  const [sup, op] = JSON.parse(value) as [number | null, unknown];
+  const ks: KeyState = {};
+  if (sup !== null) ks.sup = sup;
+  const restored = opFromJSON(op);
+  if (restored !== undefined) ks.op = restored;
+  return ks;
+}
+
+/**
+ * Serialises a partition's state (offset, watermark, reorder buffer, keyed state, timers and the
+ * control sequence in force) to bytes. Rule sets are not included: they are stored once per
+ * control sequence, and {@link restorePartition} asks for them by sequence.
+ */
+export function snapshotPartition(st: PartitionState): Uint8Array {
+  const json: PartitionJSON = {
+    ...metaJSON(st),
     states: [...st.states].map(([sid, byKey]) => [
       sid,
       [...byKey].map(([key, ks]): StateJSON => [key, ks.sup ?? null, opToJSON(ks.op)]),
     ]),
-    timers: st.timers.sorted().map((t) => [t.time, t.n, t.ruleId, t.epoch, t.key]),
-    timerN: st.timerN,
   };
   return new TextEncoder().encode(JSON.stringify(json));
 }
 
 /**
- * Restores a partition from {@link snapshotPartition}'s bytes. `ruleSetAt` returns the rule set
- * in force after a given control sequence (the current one, and older ones that buffered events
- * were judged under). The restored partition behaves exactly like the original.
- * @throws SnapshotError when the bytes are not a snapshot or a rule set is missing.
+ * A checkpoint of a partition in parts: `meta` (everything but keyed state, written whole each
+ * time) and keyed state per key, as hash fields. Incremental by default: only the keys changed
+ * since the last call (`upserts`), and those that no longer exist (`deletes`); `full` lists every
+ * key, for a store that rewrites its copy. Taking a checkpoint resets the change tracking.
  */
-export function restorePartition(
-  bytes: Uint8Array,
+export interface CheckpointParts {
+  readonly offset: number;
+  readonly controlSeq: number;
+  readonly meta: string;
+  readonly upserts: readonly (readonly [field: string, value: string])[];
+  readonly deletes: readonly string[];
+  readonly full: boolean;
+}
+
+export function checkpointParts(st: PartitionState, full = false): CheckpointParts {
+  const upserts: [string, string][] = [];
+  const deletes: string[] = [];
+  if (full) {
+    for (const [sid, byKey] of st.states)
+      for (const [key, ks] of byKey) upserts.push([stateField(sid, key), encodeKeyState(ks)]);
+  } else {
+    for (const field of st.dirty) {
+      const [sid, key] = JSON.parse(field) as [string, string];
+      const ks = st.states.get(sid)?.get(key);
+      if (ks === undefined) deletes.push(field);
+      else upserts.push([field, encodeKeyState(ks)]);
+    }
+  }
+  st.dirty.clear();
+  return {
+    offset: st.offset,
+    controlSeq: st.ruleSet.controlSeq,
+    meta: JSON.stringify(metaJSON(st)),
+    upserts,
+    deletes,
+    full,
+  };
+}
+
+function restoreMeta(
+  json: MetaJSON,
   ruleSetAt: (controlSeq: number) => RuleSet | undefined,
   options: Omit<PartitionOptions, 'partition'>,
 ): PartitionState {
-  let json: PartitionJSON;
-  try {
-    json = JSON.parse(new TextDecoder().decode(bytes)) as PartitionJSON;
-  } catch (e) {
-    throw new SnapshotError('partition snapshot is not JSON', e);
-  }
   if (json?.format !== FORMAT)
     throw new SnapshotError(
       `unknown partition snapshot format ${JSON.stringify(json?.format)}; expected ${FORMAT}`,
@@ -206,17 +256,58 @@ export function restorePartition(
     st.buffer.push(b);
     tag(st, b);
   }
-  for (const [sid, keys] of json.states) {
-    const byKey = new Map<string, KeyState>();
-    for (const [key, sup, op] of keys) {
-      const ks: KeyState = {};
-      if (sup !== null) ks.sup = sup;
-      if (op !== undefined) ks.op = opFromJSON(op);
-      byKey.set(key, ks);
-    }
-    st.states.set(sid, byKey);
-  }
   for (const [time, n, ruleId, epoch, key] of json.timers)
     st.timers.push({ time, n, ruleId, epoch, key });
+  return st;
+}
+
+/**
+ * Restores a partition from {@link snapshotPartition}'s bytes. `ruleSetAt` returns the rule set
+ * in force after a given control sequence (the current one, and older ones that buffered events
+ * were judged under). The restored partition behaves exactly like the original.
+ * @throws SnapshotError when the bytes are not a snapshot or a rule set is missing.
+ */
+export function restorePartition(
+  bytes: Uint8Array,
+  ruleSetAt: (controlSeq: number) => RuleSet | undefined,
+  options: Omit<PartitionOptions, 'partition'>,
+): PartitionState {
+  let json: PartitionJSON;
+  try {
+    json = JSON.parse(new TextDecoder().decode(bytes)) as PartitionJSON;
+  } catch (e) {
+    throw new SnapshotError('partition snapshot is not JSON', e);
+  }
+  const st = restoreMeta(json, ruleSetAt, options);
+  for (const [sid, keys] of json.states) {
+    const byKey = new Map<string, KeyState>();
+    for (const [key, sup, op] of keys) byKey.set(key, decodeKeyState(JSON.stringify([sup, op])));
+    st.states.set(sid, byKey);
+  }
+  return st;
+}
+
+/** Restores a partition from the parts a store holds: the last `meta` and every keyed-state field. */
+export function restorePartitionParts(
+  meta: string,
+  fields: Iterable<readonly [field: string, value: string]>,
+  ruleSetAt: (controlSeq: number) => RuleSet | undefined,
+  options: Omit<PartitionOptions, 'partition'>,
+): PartitionState {
+  let json: MetaJSON;
+  try {
+    json = JSON.parse(meta) as MetaJSON;
+  } catch (e) {
+    throw new SnapshotError('checkpoint meta is not JSON', e);
+  }
+  const st = restoreMeta(json, ruleSetAt, options);
+  // Fields come in no particular order from a store: sort them, so map order (and so the state) is the same on every restore.
+  const sorted = [...fields].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+  for (const [field, value] of sorted) {
+    const [sid, key] = JSON.parse(field) as [string, string];
+    let byKey = st.states.get(sid);
+    if (byKey === undefined) st.states.set(sid, (byKey = new Map()));
+    byKey.set(key, decodeKeyState(value));
+  }
   return st;
 }
