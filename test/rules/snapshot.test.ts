@@ -269,7 +269,12 @@ describe('partition snapshot and restore', () => {
             }
           });
           // Crash: everything after the last checkpoint is lost and replayed from the log.
-          const restored = restorePartitionParts(store.meta, store.fields, (seq) => bySeq.get(seq), { outOfOrderMs: 40 });
+          const restored = restorePartitionParts(
+            store.meta,
+            store.fields,
+            (seq) => bySeq.get(seq),
+            { outOfOrderMs: 40 },
+          );
           const after = records.slice(checkpointedAt).map((r) => processRecord(restored, r));
           expect(outputs([...before.slice(0, checkpointedAt), ...after])).toBe(outputs(expected));
         },
