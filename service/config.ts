@@ -24,6 +24,12 @@ export interface VigilOptions {
   readonly quarantineAfterErrors: number;
   /** Duplicate window of `EVENTS`, `ALERTS` and `DLQ` (ms). Default 10 minutes. */
   readonly duplicateWindowMs: number;
+  /** Checkpoint interval per partition (ms); 0 turns checkpoints (and Redis) off. Default 1000. */
+  readonly checkpointIntervalMs: number;
+  /** Records a partition may process past its last checkpoint before it stops reading (Redis away). Default 100,000. */
+  readonly maxUncheckpointedRecords: number;
+  /** Every this many checkpoints a partition's keyed state is rewritten whole. Default 60. */
+  readonly checkpointFullEvery: number;
   /** Most alert and DLQ publishes awaiting their ack per partition before the partition waits. Default 1000. */
   readonly maxInFlightPublishes: number;
   readonly limits: RuleLimits;
@@ -40,6 +46,9 @@ export const DEFAULT_OPTIONS: Omit<VigilOptions, 'limits' | 'workers'> = Object.
   quarantineAfterErrors: 100,
   duplicateWindowMs: 10 * 60_000,
   maxInFlightPublishes: 1000,
+  checkpointIntervalMs: 1000,
+  maxUncheckpointedRecords: 100_000,
+  checkpointFullEvery: 60,
 });
 
 /** Environment variables and the settings they set. `VIGIL_CONFIG` names a JSON file of settings. */
@@ -55,6 +64,9 @@ export const ENV = {
   VIGIL_QUARANTINE_AFTER_ERRORS: 'quarantineAfterErrors',
   VIGIL_DUPLICATE_WINDOW_MS: 'duplicateWindowMs',
   VIGIL_MAX_IN_FLIGHT_PUBLISHES: 'maxInFlightPublishes',
+  VIGIL_CHECKPOINT_INTERVAL_MS: 'checkpointIntervalMs',
+  VIGIL_MAX_UNCHECKPOINTED_RECORDS: 'maxUncheckpointedRecords',
+  VIGIL_CHECKPOINT_FULL_EVERY: 'checkpointFullEvery',
 } as const;
 
 const NUMERIC: Record<string, { min: number; max: number }> = {
@@ -66,6 +78,9 @@ const NUMERIC: Record<string, { min: number; max: number }> = {
   quarantineAfterErrors: { min: 1, max: 1_000_000_000 },
   duplicateWindowMs: { min: 1000, max: 7 * 86_400_000 },
   maxInFlightPublishes: { min: 1, max: 1_000_000 },
+  checkpointIntervalMs: { min: 0, max: 3_600_000 },
+  maxUncheckpointedRecords: { min: 1, max: 100_000_000 },
+  checkpointFullEvery: { min: 1, max: 1_000_000 },
 };
 
 /**

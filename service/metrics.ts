@@ -84,6 +84,36 @@ export class WorkerMetrics {
     labelNames: ['partition'],
     registers: [this.registry],
   });
+  readonly checkpointSeconds = new Histogram({
+    name: 'vigil_checkpoint_duration_seconds',
+    help: 'Time to write one partition checkpoint (including waiting for its alerts to be acknowledged)',
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    registers: [this.registry],
+  });
+  readonly checkpointBytes = new Counter({
+    name: 'vigil_checkpoint_bytes_total',
+    help: 'Bytes written by checkpoints, by kind (incremental or full)',
+    labelNames: ['kind'],
+    registers: [this.registry],
+  });
+  readonly checkpointLast = new Gauge({
+    name: 'vigil_checkpoint_last_success_timestamp_seconds',
+    help: 'When the partition last checkpointed successfully',
+    labelNames: ['partition'],
+    registers: [this.registry],
+  });
+  readonly checkpointOffset = new Gauge({
+    name: 'vigil_checkpoint_offset',
+    help: "EVENTS sequence covered by the partition's last checkpoint",
+    labelNames: ['partition'],
+    registers: [this.registry],
+  });
+  readonly checkpointFailures = new Counter({
+    name: 'vigil_checkpoint_failures_total',
+    help: 'Failed checkpoint writes, by partition and reason (store, fenced)',
+    labelNames: ['partition', 'reason'],
+    registers: [this.registry],
+  });
   readonly ready = new Gauge({
     name: 'vigil_worker_ready',
     help: '1 when the worker has caught up with CONTROL and runs its partitions',

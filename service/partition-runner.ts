@@ -33,6 +33,10 @@ export interface PartitionRunnerDeps {
   ) => void;
   /** The partition applied a marker. */
   readonly onApplied: (partition: number, controlSeq: number) => void;
+  /** State restored from a checkpoint; a new partition otherwise. */
+  readonly initialState?: PartitionState;
+  /** Called before each record; may hold the partition back (checkpoint backpressure). */
+  readonly admit?: () => Promise<void>;
 }
 
 const decoder = new TextDecoder();
@@ -68,11 +72,13 @@ export class PartitionRunner {
   private readonly lag;
 
   constructor(private readonly d: PartitionRunnerDeps) {
-    this.state = createPartition(emptyRuleSet(), {
-      partition: d.partition,
-      outOfOrderMs: d.outOfOrderMs,
-      limits: d.limits,
-    });
+    this.state =
+      d.initialState ??
+      createPartition(emptyRuleSet(), {
+        partition: d.partition,
+        outOfOrderMs: d.outOfOrderMs,
+        limits: d.limits,
+      });
     this.p = String(d.partition);
     this.judged = d.metrics.events.labels({ partition: this.p, outcome: 'judged' });
     this.lag = d.metrics.lag.labels({ partition: this.p });
@@ -99,6 +105,7 @@ export class PartitionRunner {
 
   private async run(): Promise<void> {
     for await (const r of this.d.source) {
+      if (this.d.admit) await this.d.admit();
       this.lastActivity = Date.now();
       await this.handle(r);
       this.lag.set(r.pending);
@@ -153,8 +160,7 @@ export class PartitionRunner {
       publishTs: r.storedAt,
     });
     this.d.metrics.processing.observe(Math.max(0, Date.now() - r.storedAt) / 1000);
-    if (result.invalid.length === 0 && result.late.length === 0)
-      this.judged.inc();
+    if (result.invalid.length === 0 && result.late.length === 0) this.judged.inc();
     return this.emit(r, result);
   }
 

@@ -31,6 +31,11 @@ export class Publisher {
     while (this.inFlight.size > 0) await Promise.all([...this.inFlight]);
   }
 
+  /** Waits until every publish started so far is acknowledged; later ones are not waited for. */
+  async settled(): Promise<void> {
+    await Promise.all([...this.inFlight]);
+  }
+
   close(): void {
     this.closed = true;
   }

@@ -6,6 +6,14 @@ import { ControlFollower, type ControlEvent } from './control-follower.js';
 import { jetStreamPartitionSource } from './event-source.js';
 import { WorkerMetrics } from './metrics.js';
 import { PartitionRunner } from './partition-runner.js';
+import { RedisCheckpointStore } from './checkpoint-store.js';
+import { Checkpointer } from './checkpointer.js';
+import {
+  restorePartitionParts,
+  restoreRuleSet,
+  type PartitionState,
+  type RuleSet,
+} from '../rules/index.js';
 import { Publisher } from './publisher.js';
 import { natsAlertSink, natsDeadLetterSink } from './sinks.js';
 import { CONTROL_SUBJECT, markerSubject, Streams, tickSubject } from './subjects.js';
@@ -129,9 +137,40 @@ async function main(init: WorkerInit): Promise<void> {
   };
 
   await control.start();
+  const store = o.checkpointIntervalMs > 0 ? new RedisCheckpointStore(o.redisUrl) : undefined;
+  const savedRuleSets = new Set<number>();
   const runners: PartitionRunner[] = [];
+  const checkpointers: Checkpointer[] = [];
   for (const p of init.partitions) {
-    const source = await jetStreamPartitionSource(js, p);
+    // Restore from the last checkpoint: state, offset and the rule sets it was judged under.
+    const stored = store ? await store.load(p) : undefined;
+    let initialState: PartitionState | undefined;
+    if (stored !== undefined) {
+      const meta = JSON.parse(stored.meta) as {
+        controlSeq: number;
+        buffer: [number, number, unknown, unknown, number][];
+      };
+      const extra = new Map<number, RuleSet>();
+      for (const seq of new Set([meta.controlSeq, ...meta.buffer.map((b) => b[4])])) {
+        if (control.ruleSetAt(seq) !== undefined) continue;
+        const json = await store?.loadRuleSet(seq);
+        if (json !== undefined) extra.set(seq, restoreRuleSet(json, o.limits));
+      }
+      initialState = restorePartitionParts(
+        stored.meta,
+        stored.fields,
+        (seq) => control.ruleSetAt(seq) ?? extra.get(seq),
+        { outOfOrderMs: o.outOfOrderMs, limits: o.limits },
+      );
+      applied.set(p, initialState.ruleSet.controlSeq);
+      metrics.controlApplied.set({ partition: String(p) }, initialState.ruleSet.controlSeq);
+      log(
+        'info',
+        `partition ${p} restored at offset ${stored.offset}, control sequence ${stored.controlSeq}`,
+      );
+    }
+    const source = await jetStreamPartitionSource(js, p, (stored?.offset ?? 0) + 1);
+    let checkpointer: Checkpointer | undefined;
     const runner = new PartitionRunner({
       partition: p,
       partitions: o.partitions,
@@ -144,10 +183,36 @@ async function main(init: WorkerInit): Promise<void> {
       metrics,
       onRuleError,
       onApplied,
+      initialState,
+      admit: () => checkpointer?.admit() ?? Promise.resolve(),
     });
+    if (store !== undefined) {
+      checkpointer = new Checkpointer(
+        () => runner.state,
+        {
+          partition: p,
+          store,
+          metrics,
+          settled: () => publisher.settled(),
+          fence: () => 0,
+          maxUncheckpointed: o.maxUncheckpointedRecords,
+          fullEvery: o.checkpointFullEvery,
+          savedRuleSets,
+          log,
+        },
+        stored?.offset ?? 0,
+      );
+      checkpointers.push(checkpointer);
+    }
     runner.start();
     runners.push(runner);
   }
+  const checkpointTimer =
+    store !== undefined
+      ? setInterval(() => {
+          for (const c of checkpointers) void c.checkpoint();
+        }, o.checkpointIntervalMs)
+      : undefined;
   metrics.ready.set({ worker: w }, 1);
   post({ op: 'ready' });
 
@@ -175,8 +240,12 @@ async function main(init: WorkerInit): Promise<void> {
     }
     void (async () => {
       if (ticker) clearInterval(ticker);
+      if (checkpointTimer) clearInterval(checkpointTimer);
       metrics.ready.set({ worker: w }, 0);
       await Promise.all(runners.map((r) => r.stop()));
+      // A last checkpoint on a clean stop, so a restart replays nothing.
+      await Promise.all(checkpointers.map((c) => c.checkpoint()));
+      await store?.close();
       await control.stop();
       await publisher.flush();
       await nc.drain();

@@ -182,11 +182,17 @@ async function run(workers: number, seed: number): Promise<void> {
   );
   const types = ['payment', 'payment', 'payment', 'login', 'order', 'confirm'];
   const base = Date.now();
-  const changeAt = new Set(Array.from({ length: 8 }, () => Math.floor(random() * 700)));
+  let edited = false;
+  const changeAt = new Set(Array.from({ length: 8 }, () => Math.floor(random() * 560)));
   for (let i = 0; i < 700; i++) {
     // Changes come alone or in bursts, so a partition may meet a marker while later changes are already known.
     if (changeAt.has(i)) {
       const burst = 1 + Math.floor(random() * 3);
+      // The first change always edits a rule, so every run has alerts of more than one version.
+      if (!edited) {
+        await js.publish('vigil.control', JSON.stringify(CHANGES[0]));
+        edited = true;
+      }
       for (let b = 0; b < burst; b++)
         await js.publish(
           'vigil.control',

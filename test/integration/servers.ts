@@ -64,7 +64,8 @@ export async function startTestService(
   const options = resolveOptions(
     {
       natsUrl: servers.nats.url,
-      ...(servers.redis ? { redisUrl: servers.redis.url } : {}),
+      // Without a redis-server, checkpoints are off.
+      ...(servers.redis ? { redisUrl: servers.redis.url } : { checkpointIntervalMs: 0 }),
       httpPort: 0,
       workers: 2,
       tickIntervalMs: 200,

@@ -1,0 +1,133 @@
+import { Redis } from 'ioredis';
+import type { CheckpointParts, RuleSetJSON } from '../rules/index.js';
+import { VigilError } from '../rules/index.js';
+
+/** What a store holds for one partition. */
+export interface StoredCheckpoint {
+  readonly offset: number;
+  readonly controlSeq: number;
+  readonly meta: string;
+  readonly fields: readonly (readonly [string, string])[];
+}
+
+/**
+ * Where partition checkpoints live. `save` is atomic and fenced: a write with a fencing token
+ * older than the stored one, or an offset older than the stored one, is refused by the store.
+ */
+export interface CheckpointStore {
+  load(partition: number): Promise<StoredCheckpoint | undefined>;
+  save(partition: number, parts: CheckpointParts, fence: number): Promise<void>;
+  /** Stores a rule set once per control sequence (a no-op when it is there already). */
+  saveRuleSet(json: RuleSetJSON): Promise<void>;
+  loadRuleSet(controlSeq: number): Promise<RuleSetJSON | undefined>;
+  close(): Promise<void>;
+}
+
+/** A checkpoint write refused because a newer owner or a newer checkpoint exists. */
+export class CheckpointFencedError extends VigilError {
+  override name = 'CheckpointFencedError';
+  constructor(message: string) {
+    super('VIGIL_E_CHECKPOINT_FENCED', message, { retryable: false });
+  }
+}
+
+// One script, so the check and the write are one atomic step in Redis.
+// KEYS: meta hash, state hash. ARGV: fence, offset, controlSeq, meta, full, #upserts, upserts (field, value)…, deletes…
+const SAVE = `
+local fence = tonumber(ARGV[1])
+local offset = tonumber(ARGV[2])
+local storedFence = tonumber(redis.call('HGET', KEYS[1], 'fence') or '0')
+if fence < storedFence then return redis.error_reply('VIGIL_FENCED fence ' .. fence .. ' is older than ' .. storedFence) end
+local storedOffset = tonumber(redis.call('HGET', KEYS[1], 'offset') or '-1')
+if fence == storedFence and offset < storedOffset then return redis.error_reply('VIGIL_FENCED offset ' .. offset .. ' is older than ' .. storedOffset) end
+if ARGV[5] == '1' then redis.call('DEL', KEYS[2]) end
+local n = tonumber(ARGV[6])
+local i = 7
+for _ = 1, n do
+  redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
+  i = i + 2
+end
+while i <= #ARGV do
+  redis.call('HDEL', KEYS[2], ARGV[i])
+  i = i + 1
+end
+redis.call('HSET', KEYS[1], 'fence', fence, 'offset', offset, 'controlSeq', ARGV[3], 'meta', ARGV[4])
+return 'OK'
+`;
+
+/** Checkpoints in Redis: per partition a meta hash and a keyed-state hash (incremental writes in place), rule sets once per sequence. */
+export class RedisCheckpointStore implements CheckpointStore {
+  private readonly redis: Redis;
+
+  constructor(
+    url: string,
+    private readonly prefix = 'vigil:',
+  ) {
+    // Commands wait (offline queue) while Redis is away; the caller bounds how much work piles up.
+    this.redis = new Redis(url, {
+      lazyConnect: false,
+      maxRetriesPerRequest: null,
+      enableAutoPipelining: true,
+    });
+    this.redis.defineCommand('vigilSave', { numberOfKeys: 2, lua: SAVE });
+    this.redis.on('error', () => {
+      // Reconnects by itself; failures surface on the commands.
+    });
+  }
+
+  private keys(p: number): [string, string] {
+    return [`${this.prefix}p:${p}`, `${this.prefix}p:${p}:state`];
+  }
+
+  async load(partition: number): Promise<StoredCheckpoint | undefined> {
+    const [metaKey, stateKey] = this.keys(partition);
+    const [meta, fields] = await Promise.all([
+      this.redis.hgetall(metaKey),
+      this.redis.hgetall(stateKey),
+    ]);
+    if (meta.meta === undefined) return undefined;
+    return {
+      offset: Number(meta.offset),
+      controlSeq: Number(meta.controlSeq),
+      meta: meta.meta,
+      fields: Object.entries(fields),
+    };
+  }
+
+  async save(partition: number, parts: CheckpointParts, fence: number): Promise<void> {
+    const args: (string | number)[] = [
+      fence,
+      parts.offset,
+      parts.controlSeq,
+      parts.meta,
+      parts.full ? '1' : '0',
+      parts.upserts.length,
+    ];
+    for (const [f, v] of parts.upserts) args.push(f, v);
+    for (const f of parts.deletes) args.push(f);
+    try {
+      await (
+        this.redis as unknown as { vigilSave(...a: (string | number)[]): Promise<string> }
+      ).vigilSave(...this.keys(partition), ...args);
+    } catch (e) {
+      if (e instanceof Error && e.message.includes('VIGIL_FENCED'))
+        throw new CheckpointFencedError(
+          `checkpoint of partition ${partition} refused: ${e.message}`,
+        );
+      throw e;
+    }
+  }
+
+  async saveRuleSet(json: RuleSetJSON): Promise<void> {
+    await this.redis.set(`${this.prefix}ruleset:${json.controlSeq}`, JSON.stringify(json), 'NX');
+  }
+
+  async loadRuleSet(controlSeq: number): Promise<RuleSetJSON | undefined> {
+    const v = await this.redis.get(`${this.prefix}ruleset:${controlSeq}`);
+    return v === null ? undefined : (JSON.parse(v) as RuleSetJSON);
+  }
+
+  async close(): Promise<void> {
+    await this.redis.quit().catch(() => this.redis.disconnect());
+  }
+}

@@ -1,0 +1,110 @@
+import {
+  checkpointParts,
+  ruleSetToJSON,
+  type PartitionState,
+  type RuleSet,
+} from '../rules/index.js';
+import type { CheckpointStore } from './checkpoint-store.js';
+import { CheckpointFencedError } from './checkpoint-store.js';
+import type { WorkerMetrics } from './metrics.js';
+
+export interface CheckpointerOptions {
+  readonly partition: number;
+  readonly store: CheckpointStore;
+  readonly metrics: WorkerMetrics;
+  /** Resolves once every alert and dead letter published so far is acknowledged. */
+  readonly settled: () => Promise<void>;
+  /** Fencing token of this owner (0 without leases). */
+  readonly fence: () => number;
+  /** Records processed past the last checkpoint before the partition stops reading. */
+  readonly maxUncheckpointed: number;
+  /** Every this many checkpoints, the keyed state is rewritten whole (compaction). */
+  readonly fullEvery: number;
+  /** Rule sets already stored, shared by the worker's partitions: each is stored once. */
+  readonly savedRuleSets: Set<number>;
+  readonly log: (level: 'warn' | 'error', message: string) => void;
+}
+
+/**
+ * Checkpoints one partition: incremental writes of changed keys, a whole rewrite now and then,
+ * and only after everything the checkpoint covers has been published (so a crash after a
+ * checkpoint can lose no alert). When checkpoints fail (Redis away), the partition stops reading
+ * once `maxUncheckpointed` records wait, and goes on by itself when a checkpoint succeeds.
+ */
+export class Checkpointer {
+  private lastOffset: number;
+  private running: Promise<boolean> | undefined;
+  private count = 0;
+  private needFull = false;
+  private failing = false;
+  private readonly p: string;
+
+  constructor(
+    private readonly state: () => PartitionState,
+    private readonly o: CheckpointerOptions,
+    restoredOffset: number,
+  ) {
+    this.lastOffset = restoredOffset;
+    this.p = String(o.partition);
+  }
+
+  /** True while the last attempt failed. */
+  get healthy(): boolean {
+    return !this.failing;
+  }
+
+  /** Takes a checkpoint unless one is under way (then waits for it). Resolves whether it succeeded. */
+  checkpoint(): Promise<boolean> {
+    this.running ??= this.write().finally(() => (this.running = undefined));
+    return this.running;
+  }
+
+  /** Backpressure: waits, retrying checkpoints, while too many records are not covered by one. */
+  async admit(): Promise<void> {
+    while (this.state().offset - this.lastOffset >= this.o.maxUncheckpointed) {
+      if (await this.checkpoint()) continue;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+
+  private async write(): Promise<boolean> {
+    const st = this.state();
+    if (st.offset === this.lastOffset && st.dirty.size === 0 && !this.needFull) return true;
+    const started = performance.now();
+    const full = this.needFull || ++this.count % this.o.fullEvery === 0;
+    const parts = checkpointParts(st, full);
+    const ruleSets = new Map<number, RuleSet>([[st.ruleSet.controlSeq, st.ruleSet]]);
+    for (const rs of st.tags.keys()) ruleSets.set(rs.controlSeq, rs);
+    try {
+      await this.o.settled();
+      for (const [seq, rs] of ruleSets) {
+        if (this.o.savedRuleSets.has(seq)) continue;
+        await this.o.store.saveRuleSet(ruleSetToJSON(rs));
+        this.o.savedRuleSets.add(seq);
+      }
+      await this.o.store.save(this.o.partition, parts, this.o.fence());
+      this.lastOffset = parts.offset;
+      this.needFull = false;
+      this.failing = false;
+      const m = this.o.metrics;
+      m.checkpointSeconds.observe((performance.now() - started) / 1000);
+      m.checkpointBytes.inc(
+        { kind: full ? 'full' : 'incremental' },
+        parts.meta.length + parts.upserts.reduce((n, [f, v]) => n + f.length + v.length, 0),
+      );
+      m.checkpointLast.set({ partition: this.p }, Date.now() / 1000);
+      m.checkpointOffset.set({ partition: this.p }, parts.offset);
+      return true;
+    } catch (e) {
+      // The keys this checkpoint carried are no longer tracked as changed: the next one rewrites everything.
+      this.needFull = true;
+      this.failing = true;
+      this.o.metrics.checkpointFailures.inc({
+        partition: this.p,
+        reason: e instanceof CheckpointFencedError ? 'fenced' : 'store',
+      });
+      this.o.log('warn', `checkpoint of partition ${this.p} failed: ${(e as Error).message}`);
+      return false;
+    }
+  }
+}
