@@ -72,6 +72,12 @@ export class WorkerMetrics {
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     registers: [this.registry],
   });
+  readonly offset = new Gauge({
+    name: 'vigil_partition_offset',
+    help: 'EVENTS sequence of the last record the partition processed',
+    labelNames: ['partition'],
+    registers: [this.registry],
+  });
   readonly lag = new Gauge({
     name: 'vigil_consumer_lag',
     help: 'Messages of the partition not yet read by its consumer',

@@ -70,6 +70,7 @@ export class PartitionRunner {
   // Label children resolved once: the hot path increments them per record.
   private readonly judged;
   private readonly lag;
+  private readonly offset;
 
   constructor(private readonly d: PartitionRunnerDeps) {
     this.state =
@@ -82,6 +83,7 @@ export class PartitionRunner {
     this.p = String(d.partition);
     this.judged = d.metrics.events.labels({ partition: this.p, outcome: 'judged' });
     this.lag = d.metrics.lag.labels({ partition: this.p });
+    this.offset = d.metrics.offset.labels({ partition: this.p });
   }
 
   start(): void {
@@ -109,6 +111,7 @@ export class PartitionRunner {
       this.lastActivity = Date.now();
       await this.handle(r);
       this.lag.set(r.pending);
+      this.offset.set(r.seq);
     }
   }
 

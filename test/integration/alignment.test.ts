@@ -1,15 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import {
-  applyControl,
-  createPartition,
-  emptyRuleSet,
-  parseControl,
-  processRecord,
-  skipControl,
-  type Alert,
-  type RuleSet,
-} from '../../rules/index.js';
-import { partitionOf, type RunningService } from '../../service/index.js';
+import type { Alert } from '../../rules/index.js';
+import type { RunningService } from '../../service/index.js';
+import { prng } from '../prng.js';
+import { referenceAlertIds } from './reference.js';
 import {
   drained,
   readStream,
@@ -21,17 +14,6 @@ import {
 const P = 8;
 const OUT_OF_ORDER_MS = 50;
 const decoder = new TextDecoder();
-
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const RULES = [
   {
@@ -114,44 +96,6 @@ const CHANGES = [
   { op: 'upsert-rule', rule: { id: 'bad', on: 'payment' } },
 ];
 
-/** The single-threaded reference: every partition's log through the rules core, changes applied at their markers. */
-async function reference(servers: TestServers): Promise<Set<string>> {
-  const versions = new Map<number, RuleSet>();
-  let rs = emptyRuleSet();
-  for (const m of await readStream(servers, 'CONTROL')) {
-    const parsed = parseControl(m.data);
-    rs = parsed.ok ? applyControl(rs, parsed.message, m.seq).ruleSet : skipControl(rs, m.seq);
-    versions.set(m.seq, rs);
-  }
-  const partitions = Array.from({ length: P }, (_, p) =>
-    createPartition(emptyRuleSet(), { partition: p, outOfOrderMs: OUT_OF_ORDER_MS }),
-  );
-  const ids = new Set<string>();
-  for (const m of await readStream(servers, 'EVENTS')) {
-    const [, key = '', pText = ''] = m.subject.split('.');
-    const p = Number(pText);
-    const st = partitions[p];
-    if (st === undefined) continue;
-    let out;
-    if (key === '_vigil') {
-      const c = (JSON.parse(decoder.decode(m.data)) as { controlSeq: number }).controlSeq;
-      const target = versions.get(c);
-      if (target === undefined || c <= st.ruleSet.controlSeq) continue;
-      out = processRecord(st, { kind: 'marker', seq: m.seq, ruleSet: target });
-    } else if (key.startsWith('_') || partitionOf(key, P) !== p) continue;
-    else
-      out = processRecord(st, {
-        kind: 'event',
-        seq: m.seq,
-        key,
-        data: m.data,
-        publishTs: m.storedAt,
-      });
-    for (const a of out.alerts) ids.add(a.id);
-  }
-  return ids;
-}
-
 let servers: TestServers | undefined;
 let service: RunningService | undefined;
 
@@ -213,7 +157,7 @@ async function run(workers: number, seed: number): Promise<void> {
   const got = (await readStream(servers, 'ALERTS')).map(
     (m) => JSON.parse(decoder.decode(m.data)) as Alert,
   );
-  const expected = await reference(servers);
+  const expected = await referenceAlertIds(servers, P, OUT_OF_ORDER_MS);
   const actual = new Set(got.map((a) => a.id));
   expect(got.length, `seed ${seed}: no alert published twice`).toBe(actual.size);
   expect(expected.size, `seed ${seed}: the run must produce alerts`).toBeGreaterThan(50);

@@ -1,0 +1,74 @@
+import {
+  applyControl,
+  createPartition,
+  emptyRuleSet,
+  parseControl,
+  processRecord,
+  skipControl,
+  type RuleSet,
+} from '../../rules/index.js';
+import { partitionOf } from '../../service/index.js';
+import { readStream, type TestServers } from './servers.js';
+
+const decoder = new TextDecoder();
+
+/**
+ * The single-threaded reference: every partition's log through the rules core, each change
+ * applied at its marker. Returns the ids of the alerts a crash-free run produces.
+ */
+export async function referenceAlertIds(
+  servers: TestServers,
+  partitions: number,
+  outOfOrderMs: number,
+): Promise<Set<string>> {
+  const versions = new Map<number, RuleSet>();
+  let rs = emptyRuleSet();
+  for (const m of await readStream(servers, 'CONTROL')) {
+    const parsed = parseControl(m.data);
+    rs = parsed.ok ? applyControl(rs, parsed.message, m.seq).ruleSet : skipControl(rs, m.seq);
+    versions.set(m.seq, rs);
+  }
+  const states = Array.from({ length: partitions }, (_, p) =>
+    createPartition(emptyRuleSet(), { partition: p, outOfOrderMs }),
+  );
+  const ids = new Set<string>();
+  for (const m of await readStream(servers, 'EVENTS')) {
+    const [, key = '', pText = ''] = m.subject.split('.');
+    const p = Number(pText);
+    const st = states[p];
+    if (st === undefined) continue;
+    let out;
+    if (key === '_vigil') {
+      const c = (JSON.parse(decoder.decode(m.data)) as { controlSeq: number }).controlSeq;
+      const target = versions.get(c);
+      if (target === undefined || c <= st.ruleSet.controlSeq) continue;
+      out = processRecord(st, { kind: 'marker', seq: m.seq, ruleSet: target });
+    } else if (key === '_tick') {
+      out = processRecord(st, {
+        kind: 'tick',
+        seq: m.seq,
+        ts: (JSON.parse(decoder.decode(m.data)) as { ts: number }).ts,
+      });
+    } else if (key.startsWith('_') || partitionOf(key, partitions) !== p) continue;
+    else
+      out = processRecord(st, {
+        kind: 'event',
+        seq: m.seq,
+        key,
+        data: m.data,
+        publishTs: m.storedAt,
+      });
+    for (const a of out.alerts) ids.add(a.id);
+  }
+  return ids;
+}
+
+/** The highest EVENTS sequence of each partition. */
+export async function partitionHeads(servers: TestServers, partitions: number): Promise<number[]> {
+  const heads = new Array<number>(partitions).fill(0);
+  for (const m of await readStream(servers, 'EVENTS')) {
+    const p = Number(m.subject.split('.')[2]);
+    if (p < partitions) heads[p] = Math.max(heads[p] ?? 0, m.seq);
+  }
+  return heads;
+}
