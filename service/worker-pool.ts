@@ -88,6 +88,14 @@ export class WorkerPool {
     });
   }
 
+  /**
+   * Ends a worker thread at once, as a crash would: it is restarted like a crashed one and its
+   * partitions recover from their checkpoints. For tests and for operators unsticking a worker.
+   */
+  async terminate(index: number): Promise<void> {
+    await this.slots[index]?.worker?.terminate();
+  }
+
   /** The merged metrics of every live worker. */
   async metrics(extra: Registry[] = []): Promise<Registry> {
     const parts = await Promise.all(

@@ -4,7 +4,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Alert } from '../../rules/index.js';
 import { prng } from '../prng.js';
 import { partitionHeads, referenceAlertIds } from './reference.js';
-import { eventually, readStream, startTestServers, type TestServers } from './servers.js';
+import {
+  eventually,
+  readStream,
+  startTestServers,
+  startTestService,
+  type TestServers,
+} from './servers.js';
 
 const P = 4;
 const OUT_OF_ORDER_MS = 50;
@@ -166,7 +172,11 @@ describe('exact recovery (G3): kill -9 at random moments, restart, same alerts a
       processes.push(svc);
       await svc.ready();
       // The service creates the streams; the rules go in once it has.
-      if (trial === 0) await servers.js.publish('vigil.control', JSON.stringify({ op: 'replace-all', rules: RULES }));
+      if (trial === 0)
+        await servers.js.publish(
+          'vigil.control',
+          JSON.stringify({ op: 'replace-all', rules: RULES }),
+        );
       // Events flow while the process runs; it dies at a random moment, mid-stream.
       const batch = 150 + Math.floor(random() * 150);
       const flowing = publishEvents(random, published, batch, base);
@@ -217,5 +227,68 @@ describe('exact recovery (G3): kill -9 at random moments, restart, same alerts a
     console.log(
       `recovery: seed ${seed}, ${published} events, 20 kills, ${expected.size} alerts, 0 lost, 0 duplicated`,
     );
+  });
+
+  it('a worker thread that dies is restarted and its partitions recover, without restarting the process', async () => {
+    const own = await startTestServers({ partitions: P, redis: true });
+    const { service } = await startTestService(own, {
+      partitions: P,
+      workers: 2,
+      outOfOrderMs: OUT_OF_ORDER_MS,
+      tickIntervalMs: 0,
+      checkpointIntervalMs: 100,
+    });
+    try {
+      await own.js.publish('vigil.control', JSON.stringify({ op: 'replace-all', rules: RULES }));
+      const random = prng(7);
+      const base = Date.now();
+      const flowing = (async () => {
+        for (let i = 0; i < 600; i++) {
+          const k = `k${Math.floor(random() * 16)}`;
+          await own.js.publish(
+            `events.${k}`,
+            JSON.stringify({
+              type: 'payment',
+              k,
+              amount: Math.floor(random() * 100),
+              ts: base + i * 5,
+              id: `w${i}`,
+            }),
+          );
+        }
+      })();
+      await new Promise((r) => setTimeout(r, 300));
+      await service.pool.terminate(0);
+      await flowing;
+      await service.whenReady(30_000);
+      expect(service.pool.status()[0]?.restarts).toBe(1);
+      const heads = await partitionHeads(own, P);
+      await eventually(
+        async () => {
+          const text = await (await fetch(`${service.url}/metrics`)).text();
+          return heads.every((h, p) => {
+            const line = text
+              .split('\n')
+              .find((l) => l.startsWith(`vigil_partition_offset{partition="${p}"}`));
+            return (
+              h === 0 || (line !== undefined && Number(line.slice(line.lastIndexOf(' ') + 1)) >= h)
+            );
+          });
+        },
+        30_000,
+        'every partition to catch up',
+      );
+      await service.stop();
+      const ids = (await readStream(own, 'ALERTS')).map(
+        (m) => (JSON.parse(decoder.decode(m.data)) as Alert).id,
+      );
+      const expected = await referenceAlertIds(own, P, OUT_OF_ORDER_MS);
+      expect(expected.size).toBeGreaterThan(50);
+      expect(new Set(ids)).toEqual(expected);
+      expect(ids.length).toBe(expected.size);
+    } finally {
+      await service.stop().catch(() => undefined);
+      await own.stop();
+    }
   });
 });
