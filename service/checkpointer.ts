@@ -18,6 +18,8 @@ export interface CheckpointerOptions {
   readonly fence: () => number;
   /** Records processed past the last checkpoint before the partition stops reading. */
   readonly maxUncheckpointed: number;
+  /** A checkpoint not written within this many ms counts as failed (the store queues commands while away). */
+  readonly timeoutMs: number;
   /** Every this many checkpoints, the keyed state is rewritten whole (compaction). */
   readonly fullEvery: number;
   /** Rule sets already stored, shared by the worker's partitions: each is stored once. */
@@ -75,14 +77,24 @@ export class Checkpointer {
     const parts = checkpointParts(st, full);
     const ruleSets = new Map<number, RuleSet>([[st.ruleSet.controlSeq, st.ruleSet]]);
     for (const rs of st.tags.keys()) ruleSets.set(rs.controlSeq, rs);
+    let timer: NodeJS.Timeout | undefined;
     try {
-      await this.o.settled();
-      for (const [seq, rs] of ruleSets) {
-        if (this.o.savedRuleSets.has(seq)) continue;
-        await this.o.store.saveRuleSet(ruleSetToJSON(rs));
-        this.o.savedRuleSets.add(seq);
-      }
-      await this.o.store.save(this.o.partition, parts, this.o.fence());
+      const timeout = new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () => reject(new Error(`not written within ${this.o.timeoutMs} ms`)),
+          this.o.timeoutMs,
+        );
+      });
+      const write = async (): Promise<void> => {
+        await this.o.settled();
+        for (const [seq, rs] of ruleSets) {
+          if (this.o.savedRuleSets.has(seq)) continue;
+          await this.o.store.saveRuleSet(ruleSetToJSON(rs));
+          this.o.savedRuleSets.add(seq);
+        }
+        await this.o.store.save(this.o.partition, parts, this.o.fence());
+      };
+      await Promise.race([write(), timeout]);
       this.lastOffset = parts.offset;
       this.needFull = false;
       this.failing = false;
@@ -105,6 +117,8 @@ export class Checkpointer {
       });
       this.o.log('warn', `checkpoint of partition ${this.p} failed: ${(e as Error).message}`);
       return false;
+    } finally {
+      clearTimeout(timer);
     }
   }
 }

@@ -10,6 +10,7 @@ interface Slot {
   readonly partitions: number[];
   worker: Worker | undefined;
   ready: boolean;
+  checkpointsOk: boolean;
   restarts: number;
 }
 
@@ -39,6 +40,7 @@ export class WorkerPool {
       partitions,
       worker: undefined,
       ready: false,
+      checkpointsOk: true,
       restarts: 0,
     }));
   }
@@ -48,17 +50,25 @@ export class WorkerPool {
   }
 
   /** Per worker: its partitions and whether it is ready. */
-  status(): { worker: number; partitions: number[]; ready: boolean; restarts: number }[] {
+  status(): {
+    worker: number;
+    partitions: number[];
+    ready: boolean;
+    checkpointsOk: boolean;
+    restarts: number;
+  }[] {
     return this.slots.map((s) => ({
       worker: s.index,
       partitions: s.partitions,
       ready: s.ready,
+      checkpointsOk: s.checkpointsOk,
       restarts: s.restarts,
     }));
   }
 
+  /** Every worker caught up with CONTROL, running its partitions, and checkpointing. */
   get ready(): boolean {
-    return this.slots.every((s) => s.ready);
+    return this.slots.every((s) => s.ready && s.checkpointsOk);
   }
 
   private spawn(s: Slot): void {
@@ -67,8 +77,10 @@ export class WorkerPool {
     const w = new Worker(new URL('./worker-entry.mjs', import.meta.url), { workerData: init });
     s.worker = w;
     s.ready = false;
+    s.checkpointsOk = true;
     w.on('message', (m: FromWorker) => {
       if (m.op === 'ready') s.ready = true;
+      else if (m.op === 'checkpoints') s.checkpointsOk = m.ok;
       else if (m.op === 'log') this.log(m.level, m.message);
       else if (m.op === 'metrics') {
         this.pending.get(m.id)?.(m.metrics);

@@ -31,6 +31,8 @@ export type FromWorker =
   | { readonly op: 'ready' }
   | { readonly op: 'metrics'; readonly id: number; readonly metrics: unknown }
   | { readonly op: 'stopped' }
+  /** Whether the worker's last checkpoints succeeded (readiness shows it). */
+  | { readonly op: 'checkpoints'; readonly ok: boolean }
   | { readonly op: 'log'; readonly level: 'info' | 'warn' | 'error'; readonly message: string };
 
 const encoder = new TextEncoder();
@@ -196,6 +198,7 @@ async function main(init: WorkerInit): Promise<void> {
           settled: () => publisher.settled(),
           fence: () => 0,
           maxUncheckpointed: o.maxUncheckpointedRecords,
+          timeoutMs: Math.max(2000, 5 * o.checkpointIntervalMs),
           fullEvery: o.checkpointFullEvery,
           savedRuleSets,
           log,
@@ -207,10 +210,15 @@ async function main(init: WorkerInit): Promise<void> {
     runner.start();
     runners.push(runner);
   }
+  let checkpointsOk = true;
   const checkpointTimer =
     store !== undefined
       ? setInterval(() => {
-          for (const c of checkpointers) void c.checkpoint();
+          void Promise.all(checkpointers.map((c) => c.checkpoint())).then(() => {
+            const ok = checkpointers.every((c) => c.healthy);
+            if (ok !== checkpointsOk) post({ op: 'checkpoints', ok });
+            checkpointsOk = ok;
+          });
         }, o.checkpointIntervalMs)
       : undefined;
   metrics.ready.set({ worker: w }, 1);

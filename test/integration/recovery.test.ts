@@ -1,7 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Alert } from '../../rules/index.js';
+import { startRedis } from '../../service/index.js';
 import { prng } from '../prng.js';
 import { partitionHeads, referenceAlertIds } from './reference.js';
 import {
@@ -288,6 +289,79 @@ describe('exact recovery (G3): kill -9 at random moments, restart, same alerts a
       expect(ids.length).toBe(expected.size);
     } finally {
       await service.stop().catch(() => undefined);
+      await own.stop();
+    }
+  });
+
+  it('redis-server restarted mid-run: readiness shows it, processing resumes by itself, nothing lost', async () => {
+    const own = await startTestServers({ partitions: P, redis: true });
+    const { service } = await startTestService(own, {
+      partitions: P,
+      workers: 2,
+      outOfOrderMs: OUT_OF_ORDER_MS,
+      tickIntervalMs: 0,
+      checkpointIntervalMs: 100,
+    });
+    let redis = own.redis;
+    try {
+      await own.js.publish('vigil.control', JSON.stringify({ op: 'replace-all', rules: RULES }));
+      const random = prng(11);
+      const base = Date.now();
+      let i = 0;
+      const publish = async (n: number): Promise<void> => {
+        for (const end = i + n; i < end; i++) {
+          const k = `k${Math.floor(random() * 16)}`;
+          await own.js.publish(
+            `events.${k}`,
+            JSON.stringify({
+              type: 'payment',
+              k,
+              amount: Math.floor(random() * 100),
+              ts: base + i * 5,
+              id: `r${i}`,
+            }),
+          );
+        }
+      };
+      await publish(200);
+      await redis?.stop();
+      await publish(200);
+      await eventually(
+        async () => (await fetch(`${service.url}/readyz`)).status === 503,
+        15_000,
+        '/readyz to report failing checkpoints',
+      );
+      redis = await startRedis({ dataDir: join(own.dir, 'redis'), port: own.redis?.port });
+      await publish(200);
+      await eventually(
+        async () => (await fetch(`${service.url}/readyz`)).status === 200,
+        30_000,
+        'the service to recover by itself',
+      );
+      const heads = await partitionHeads(own, P);
+      await eventually(
+        async () => {
+          const text = await (await fetch(`${service.url}/metrics`)).text();
+          return heads.every((h, p) => {
+            const line = text
+              .split('\n')
+              .find((l) => l.startsWith(`vigil_partition_offset{partition="${p}"}`));
+            return (
+              h === 0 || (line !== undefined && Number(line.slice(line.lastIndexOf(' ') + 1)) >= h)
+            );
+          });
+        },
+        30_000,
+        'every partition to catch up',
+      );
+      await service.stop();
+      const ids = (await readStream(own, 'ALERTS')).map(
+        (m) => (JSON.parse(decoder.decode(m.data)) as Alert).id,
+      );
+      expect(new Set(ids)).toEqual(await referenceAlertIds(own, P, OUT_OF_ORDER_MS));
+    } finally {
+      await service.stop().catch(() => undefined);
+      await redis?.stop();
       await own.stop();
     }
   });
