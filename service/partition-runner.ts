@@ -84,6 +84,9 @@ export class PartitionRunner {
     this.judged = d.metrics.events.labels({ partition: this.p, outcome: 'judged' });
     this.lag = d.metrics.lag.labels({ partition: this.p });
     this.offset = d.metrics.offset.labels({ partition: this.p });
+    // A restored partition may have nothing new to read: show where it stands from the start.
+    this.offset.set(this.state.offset);
+    d.metrics.controlApplied.set({ partition: this.p }, this.state.ruleSet.controlSeq);
   }
 
   start(): void {
