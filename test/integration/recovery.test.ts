@@ -1,7 +1,9 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Alert } from '../../rules/index.js';
-import { startRedis } from '../../service/index.js';
+import { connect } from '@nats-io/transport-node';
+import { jetstream } from '@nats-io/jetstream';
+import { startNats, startRedis } from '../../service/index.js';
 import { prng } from '../prng.js';
 import { partitionHeads, referenceAlertIds } from './reference.js';
 import { CRASH_RULES, crashRun } from './crash-run.js';
@@ -182,6 +184,83 @@ describe('exact recovery (G3): kill -9 at random moments, restart, same alerts a
     } finally {
       await service.stop().catch(() => undefined);
       await redis?.stop();
+      await own.stop();
+    }
+  });
+
+  it('nats-server restarted mid-run (JetStream on disk): the service recovers by itself, nothing lost', async () => {
+    const own = await startTestServers({ partitions: P, redis: true });
+    const { service } = await startTestService(own, {
+      partitions: P,
+      workers: 2,
+      outOfOrderMs: OUT_OF_ORDER_MS,
+      tickIntervalMs: 0,
+      checkpointIntervalMs: 100,
+    });
+    let nats = own.nats;
+    const nc = await connect({
+      servers: nats.url,
+      maxReconnectAttempts: -1,
+      reconnectTimeWait: 100,
+    });
+    const js = jetstream(nc);
+    try {
+      await js.publish('vigil.control', JSON.stringify({ op: 'replace-all', rules: RULES }));
+      const random = prng(13);
+      const base = Date.now();
+      let i = 0;
+      const publish = async (n: number): Promise<void> => {
+        for (const end = i + n; i < end; i++) {
+          const k = `k${Math.floor(random() * 16)}`;
+          // A producer retries while the server comes back.
+          const body = JSON.stringify({
+            type: 'payment',
+            k,
+            amount: Math.floor(random() * 100),
+            ts: base + i * 5,
+            id: `n${i}`,
+          });
+          for (let attempt = 0; ; attempt++) {
+            try {
+              await js.publish(`events.${k}`, body, { msgID: `n${i}`, timeout: 2000 });
+              break;
+            } catch (e) {
+              if (attempt > 50) throw e;
+              await new Promise((r) => setTimeout(r, 200));
+            }
+          }
+        }
+      };
+      await publish(300);
+      await nats.stop();
+      nats = await startNats({ dataDir: join(own.dir, 'nats'), partitions: P, port: nats.port });
+      await publish(300);
+      const heads = await partitionHeads(own, P);
+      await eventually(
+        async () => {
+          const text = await (await fetch(`${service.url}/metrics`)).text();
+          return heads.every((h, p) => {
+            const line = text
+              .split('\n')
+              .find((l) => l.startsWith(`vigil_partition_offset{partition="${p}"}`));
+            return (
+              h === 0 || (line !== undefined && Number(line.slice(line.lastIndexOf(' ') + 1)) >= h)
+            );
+          });
+        },
+        60_000,
+        'every partition to catch up after the restart',
+      );
+      await service.stop();
+      const ids = (await readStream(own, 'ALERTS')).map(
+        (m) => (JSON.parse(decoder.decode(m.data)) as Alert).id,
+      );
+      expect(new Set(ids)).toEqual(await referenceAlertIds(own, P, OUT_OF_ORDER_MS));
+      expect(ids.length).toBe(new Set(ids).size);
+    } finally {
+      await service.stop().catch(() => undefined);
+      await nc.close();
+      await nats.stop();
       await own.stop();
     }
   });
