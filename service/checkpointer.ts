@@ -1,6 +1,7 @@
 import {
   checkpointParts,
   ruleSetToJSON,
+  type CheckpointParts,
   type PartitionState,
   type RuleSet,
 } from '../rules/index.js';
@@ -43,6 +44,8 @@ export class Checkpointer {
 
   constructor(
     private readonly state: () => PartitionState,
+    /** Runs a function between two records of the partition (see PartitionRunner.atBoundary). */
+    private readonly atBoundary: (fn: () => void) => void,
     private readonly o: CheckpointerOptions,
     restoredOffset: number,
   ) {
@@ -74,10 +77,16 @@ export class Checkpointer {
     if (st.offset === this.lastOffset && st.dirty.size === 0 && !this.needFull) return true;
     const started = performance.now();
     const full = this.needFull || ++this.count % this.o.fullEvery === 0;
-    const parts = checkpointParts(st, full);
-    const ruleSets = new Map<number, RuleSet>([[st.ruleSet.controlSeq, st.ruleSet]]);
-    for (const rs of st.tags.keys()) ruleSets.set(rs.controlSeq, rs);
+    const ruleSets = new Map<number, RuleSet>();
     let timer: NodeJS.Timeout | undefined;
+    // Taken between records, together with the set of publishes it must wait for.
+    const [parts, settled] = await new Promise<[CheckpointParts, Promise<void>]>((resolve) =>
+      this.atBoundary(() => {
+        ruleSets.set(st.ruleSet.controlSeq, st.ruleSet);
+        for (const rs of st.tags.keys()) ruleSets.set(rs.controlSeq, rs);
+        resolve([checkpointParts(st, full), this.o.settled()]);
+      }),
+    );
     try {
       const timeout = new Promise<never>((_, reject) => {
         timer = setTimeout(
@@ -86,7 +95,7 @@ export class Checkpointer {
         );
       });
       const write = async (): Promise<void> => {
-        await this.o.settled();
+        await settled;
         for (const [seq, rs] of ruleSets) {
           if (this.o.savedRuleSets.has(seq)) continue;
           await this.o.store.saveRuleSet(ruleSetToJSON(rs));

@@ -108,11 +108,30 @@ export class PartitionRunner {
     await this.done;
   }
 
+  /**
+   * Runs `fn` between two records: now when the partition is idle, else right after the record
+   * being handled has handed all its alerts and dead letters to the publisher. A checkpoint taken
+   * there covers no record whose outputs are still unpublished.
+   */
+  atBoundary(fn: () => void): void {
+    if (this.busy) this.boundary.push(fn);
+    else fn();
+  }
+
+  private busy = false;
+  private readonly boundary: (() => void)[] = [];
+
   private async run(): Promise<void> {
     for await (const r of this.d.source) {
       if (this.d.admit) await this.d.admit();
       this.lastActivity = Date.now();
-      await this.handle(r);
+      this.busy = true;
+      try {
+        await this.handle(r);
+      } finally {
+        this.busy = false;
+        for (const fn of this.boundary.splice(0)) fn();
+      }
       this.lag.set(r.pending);
       this.offset.set(r.seq);
     }

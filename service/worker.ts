@@ -191,6 +191,7 @@ async function main(init: WorkerInit): Promise<void> {
     if (store !== undefined) {
       checkpointer = new Checkpointer(
         () => runner.state,
+        (fn) => runner.atBoundary(fn),
         {
           partition: p,
           store,
