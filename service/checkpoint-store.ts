@@ -55,6 +55,34 @@ redis.call('HSET', KEYS[1], 'fence', fence, 'offset', offset, 'controlSeq', ARGV
 return 'OK'
 `;
 
+// A large checkpoint is first written to staging keys in chunks (invisible to readers), then
+// switched in by one script that checks the fence: atomic whatever its size.
+// KEYS: meta hash, state hash, staged upserts (hash), staged deletes (set). ARGV: fence, offset, controlSeq, meta, full.
+const SAVE_STAGED = `
+local fence = tonumber(ARGV[1])
+local offset = tonumber(ARGV[2])
+local storedFence = tonumber(redis.call('HGET', KEYS[1], 'fence') or '0')
+local storedOffset = tonumber(redis.call('HGET', KEYS[1], 'offset') or '-1')
+if fence < storedFence or (fence == storedFence and offset < storedOffset) then
+  redis.call('DEL', KEYS[3], KEYS[4])
+  return redis.error_reply('VIGIL_FENCED fence ' .. fence .. ' offset ' .. offset .. ' is older than ' .. storedFence .. ' / ' .. storedOffset)
+end
+if ARGV[5] == '1' then
+  redis.call('DEL', KEYS[2])
+  if redis.call('EXISTS', KEYS[3]) == 1 then redis.call('RENAME', KEYS[3], KEYS[2]) end
+else
+  local kv = redis.call('HGETALL', KEYS[3])
+  for i = 1, #kv, 2 do redis.call('HSET', KEYS[2], kv[i], kv[i + 1]) end
+  for _, f in ipairs(redis.call('SMEMBERS', KEYS[4])) do redis.call('HDEL', KEYS[2], f) end
+end
+redis.call('DEL', KEYS[3], KEYS[4])
+redis.call('HSET', KEYS[1], 'fence', fence, 'offset', offset, 'controlSeq', ARGV[3], 'meta', ARGV[4])
+return 'OK'
+`;
+
+/** Fields per command when staging a large checkpoint. */
+const CHUNK = 2000;
+
 /** Checkpoints in Redis: per partition a meta hash and a keyed-state hash (incremental writes in place), rule sets once per sequence. */
 export class RedisCheckpointStore implements CheckpointStore {
   private readonly redis: Redis;
@@ -70,6 +98,7 @@ export class RedisCheckpointStore implements CheckpointStore {
       enableAutoPipelining: true,
     });
     this.redis.defineCommand('vigilSave', { numberOfKeys: 2, lua: SAVE });
+    this.redis.defineCommand('vigilSaveStaged', { numberOfKeys: 4, lua: SAVE_STAGED });
     this.redis.on('error', () => {
       // Reconnects by itself; failures surface on the commands.
     });
@@ -95,20 +124,35 @@ export class RedisCheckpointStore implements CheckpointStore {
   }
 
   async save(partition: number, parts: CheckpointParts, fence: number): Promise<void> {
-    const args: (string | number)[] = [
-      fence,
-      parts.offset,
-      parts.controlSeq,
-      parts.meta,
-      parts.full ? '1' : '0',
-      parts.upserts.length,
-    ];
-    for (const [f, v] of parts.upserts) args.push(f, v);
-    for (const f of parts.deletes) args.push(f);
+    const [metaKey, stateKey] = this.keys(partition);
+    const head = [fence, parts.offset, parts.controlSeq, parts.meta, parts.full ? '1' : '0'];
+    const r = this.redis as unknown as Record<
+      'vigilSave' | 'vigilSaveStaged',
+      (args: (string | number)[]) => Promise<string>
+    >;
     try {
-      await (
-        this.redis as unknown as { vigilSave(...a: (string | number)[]): Promise<string> }
-      ).vigilSave(...this.keys(partition), ...args);
+      if (parts.upserts.length + parts.deletes.length <= CHUNK) {
+        const args: (string | number)[] = [metaKey, stateKey, ...head, parts.upserts.length];
+        for (const [f, v] of parts.upserts) args.push(f, v);
+        for (const f of parts.deletes) args.push(f);
+        await r.vigilSave(args);
+        return;
+      }
+      const id = `${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}`;
+      const staged = `${stateKey}:staged:${id}`;
+      const stagedDeletes = `${stateKey}:deleted:${id}`;
+      const pipeline = this.redis.pipeline();
+      for (let i = 0; i < parts.upserts.length; i += CHUNK)
+        pipeline.hset(staged, Object.fromEntries(parts.upserts.slice(i, i + CHUNK)));
+      for (let i = 0; i < parts.deletes.length; i += CHUNK)
+        pipeline.sadd(stagedDeletes, ...parts.deletes.slice(i, i + CHUNK));
+      // Staging keys of a writer that dies mid-way expire by themselves.
+      pipeline.pexpire(staged, 600_000);
+      pipeline.pexpire(stagedDeletes, 600_000);
+      const results = await pipeline.exec();
+      const failed = results?.find(([err]) => err !== null);
+      if (failed) throw failed[0];
+      await r.vigilSaveStaged([metaKey, stateKey, staged, stagedDeletes, ...head]);
     } catch (e) {
       if (e instanceof Error && e.message.includes('VIGIL_FENCED'))
         throw new CheckpointFencedError(

@@ -1,0 +1,95 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { CheckpointParts } from '../../rules/index.js';
+import { CheckpointFencedError, RedisCheckpointStore } from '../../service/checkpoint-store.js';
+import { startRedis, type ServerHandle } from '../../service/index.js';
+
+let dir: string;
+let redis: ServerHandle;
+let store: RedisCheckpointStore;
+const prefix = `t${Date.now()}:`;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'vigil-store-'));
+  redis = await startRedis({ dataDir: dir });
+  store = new RedisCheckpointStore(redis.url, prefix);
+});
+
+afterAll(async () => {
+  await store?.close();
+  await redis?.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const parts = (
+  offset: number,
+  upserts: [string, string][],
+  deletes: string[],
+  full: boolean,
+): CheckpointParts => ({
+  offset,
+  controlSeq: 1,
+  meta: `{"offset":${offset}}`,
+  upserts,
+  deletes,
+  full,
+});
+const fields = (from: number, to: number, tag: string): [string, string][] =>
+  Array.from({ length: to - from }, (_, i) => [`f${from + i}`, `${tag}${from + i}`]);
+
+describe('RedisCheckpointStore (real redis-server)', () => {
+  for (const [name, size] of [
+    ['small', 40],
+    ['large (staged in chunks)', 6000],
+  ] as const) {
+    it(`${name}: full, then incremental upserts and deletes, restore the same fields`, async () => {
+      const p = size;
+      await store.save(p, parts(10, fields(0, size, 'a'), [], true), 1);
+      await store.save(
+        p,
+        parts(
+          20,
+          fields(size / 2, size + size / 2, 'b'),
+          fields(0, size / 4, '').map(([f]) => f),
+          false,
+        ),
+        1,
+      );
+      const loaded = await store.load(p);
+      const expected = new Map([
+        ...fields(size / 4, size / 2, 'a'),
+        ...fields(size / 2, size + size / 2, 'b'),
+      ]);
+      expect(loaded?.offset).toBe(20);
+      expect(new Map(loaded?.fields)).toEqual(expected);
+      // A full checkpoint replaces everything.
+      await store.save(p, parts(30, fields(0, 3, 'c'), [], true), 1);
+      expect(new Map((await store.load(p))?.fields)).toEqual(new Map(fields(0, 3, 'c')));
+    });
+  }
+
+  it('refuses a write from an older owner or with an older offset, and leaves nothing staged', async () => {
+    await store.save(1, parts(100, fields(0, 10, 'x'), [], true), 5);
+    await expect(
+      store.save(1, parts(200, fields(0, 10, 'y'), [], false), 4),
+    ).rejects.toBeInstanceOf(CheckpointFencedError);
+    await expect(store.save(1, parts(50, fields(0, 10, 'y'), [], false), 5)).rejects.toBeInstanceOf(
+      CheckpointFencedError,
+    );
+    await expect(
+      store.save(1, parts(40, fields(0, 5000, 'z'), [], true), 5),
+    ).rejects.toBeInstanceOf(CheckpointFencedError);
+    expect((await store.load(1))?.offset).toBe(100);
+    expect(new Map((await store.load(1))?.fields)).toEqual(new Map(fields(0, 10, 'x')));
+    const raw = new Redis(redis.url);
+    expect(await raw.keys(`${prefix}*staged*`)).toEqual([]);
+    expect(await raw.keys(`${prefix}*deleted*`)).toEqual([]);
+    await raw.quit();
+    // A newer owner takes over.
+    await store.save(1, parts(60, fields(0, 1, 'n'), [], true), 6);
+    expect((await store.load(1))?.offset).toBe(60);
+  });
+});
