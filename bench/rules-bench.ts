@@ -10,6 +10,7 @@
  * The last line of output is one JSON object with every figure.
  */
 import { Engine, type RuleProperties, type TopLevelCondition } from 'json-rules-engine';
+import { prng } from '../test/prng.js';
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import { performance } from 'node:perf_hooks';
@@ -61,17 +62,7 @@ const T0 = Date.UTC(2026, 10, 29);
 // Deterministic inputs
 // ---------------------------------------------------------------------------------------------
 
-/** mulberry32: a small, fast, seeded 32-bit PRNG returning floats in [0, 1). */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+const mulberry32 = prng;
 
 type Rand = () => number;
 

@@ -5,7 +5,7 @@ import { connect } from '@nats-io/transport-node';
 import { jetstream } from '@nats-io/jetstream';
 import { startNats, startRedis } from '../../service/index.js';
 import { prng } from '../prng.js';
-import { partitionHeads, referenceAlertIds } from './reference.js';
+import { caughtUp, referenceAlertIds } from './reference.js';
 import { CRASH_RULES, crashRun } from './crash-run.js';
 import type { ServiceProcess } from './service-process.js';
 import {
@@ -85,22 +85,7 @@ describe('exact recovery (G3): kill -9 at random moments, restart, same alerts a
       await flowing;
       await service.whenReady(30_000);
       expect(service.pool.status()[0]?.restarts).toBe(1);
-      const heads = await partitionHeads(own, P);
-      await eventually(
-        async () => {
-          const text = await (await fetch(`${service.url}/metrics`)).text();
-          return heads.every((h, p) => {
-            const line = text
-              .split('\n')
-              .find((l) => l.startsWith(`vigil_partition_offset{partition="${p}"}`));
-            return (
-              h === 0 || (line !== undefined && Number(line.slice(line.lastIndexOf(' ') + 1)) >= h)
-            );
-          });
-        },
-        30_000,
-        'every partition to catch up',
-      );
+      await caughtUp(own, service, P, 30_000);
       await service.stop();
       const ids = (await readStream(own, 'ALERTS')).map(
         (m) => (JSON.parse(decoder.decode(m.data)) as Alert).id,
@@ -160,22 +145,7 @@ describe('exact recovery (G3): kill -9 at random moments, restart, same alerts a
         30_000,
         'the service to recover by itself',
       );
-      const heads = await partitionHeads(own, P);
-      await eventually(
-        async () => {
-          const text = await (await fetch(`${service.url}/metrics`)).text();
-          return heads.every((h, p) => {
-            const line = text
-              .split('\n')
-              .find((l) => l.startsWith(`vigil_partition_offset{partition="${p}"}`));
-            return (
-              h === 0 || (line !== undefined && Number(line.slice(line.lastIndexOf(' ') + 1)) >= h)
-            );
-          });
-        },
-        30_000,
-        'every partition to catch up',
-      );
+      await caughtUp(own, service, P, 30_000);
       await service.stop();
       const ids = (await readStream(own, 'ALERTS')).map(
         (m) => (JSON.parse(decoder.decode(m.data)) as Alert).id,
@@ -235,22 +205,7 @@ describe('exact recovery (G3): kill -9 at random moments, restart, same alerts a
       await nats.stop();
       nats = await startNats({ dataDir: join(own.dir, 'nats'), partitions: P, port: nats.port });
       await publish(300);
-      const heads = await partitionHeads(own, P);
-      await eventually(
-        async () => {
-          const text = await (await fetch(`${service.url}/metrics`)).text();
-          return heads.every((h, p) => {
-            const line = text
-              .split('\n')
-              .find((l) => l.startsWith(`vigil_partition_offset{partition="${p}"}`));
-            return (
-              h === 0 || (line !== undefined && Number(line.slice(line.lastIndexOf(' ') + 1)) >= h)
-            );
-          });
-        },
-        60_000,
-        'every partition to catch up after the restart',
-      );
+      await caughtUp(own, service, P, 60_000);
       await service.stop();
       const ids = (await readStream(own, 'ALERTS')).map(
         (m) => (JSON.parse(decoder.decode(m.data)) as Alert).id,

@@ -8,7 +8,8 @@ import {
   type RuleSet,
 } from '../../rules/index.js';
 import { partitionOf } from '../../service/index.js';
-import { readStream, type TestServers } from './servers.js';
+import type { RunningService } from '../../service/index.js';
+import { eventually, readStream, type TestServers } from './servers.js';
 
 const decoder = new TextDecoder();
 
@@ -71,4 +72,27 @@ export async function partitionHeads(servers: TestServers, partitions: number): 
     if (p < partitions) heads[p] = Math.max(heads[p] ?? 0, m.seq);
   }
   return heads;
+}
+
+/** Waits until the service has processed every record now in each partition (vigil_partition_offset). */
+export async function caughtUp(
+  servers: TestServers,
+  service: RunningService,
+  partitions: number,
+  timeoutMs = 30_000,
+): Promise<void> {
+  const heads = await partitionHeads(servers, partitions);
+  await eventually(
+    async () => {
+      const lines = (await (await fetch(`${service.url}/metrics`)).text()).split('\n');
+      return heads.every((h, p) => {
+        const line = lines.find((l) => l.startsWith(`vigil_partition_offset{partition="${p}"}`));
+        return (
+          h === 0 || (line !== undefined && Number(line.slice(line.lastIndexOf(' ') + 1)) >= h)
+        );
+      });
+    },
+    timeoutMs,
+    'every partition to catch up',
+  );
 }
