@@ -201,8 +201,22 @@ function dropLineage(st: PartitionState, sid: string): void {
   st.states.delete(sid);
 }
 
-function host(st: PartitionState, out: ProcessResult): OperatorHost {
-  return {
+/** The operator host of a partition, made once and pointed at each record's result. */
+interface Host extends OperatorHost {
+  out: ProcessResult;
+}
+const hosts = new WeakMap<PartitionState, Host>();
+
+function hostFor(st: PartitionState, out: ProcessResult): Host {
+  let h = hosts.get(st);
+  if (h === undefined) hosts.set(st, (h = host(st)));
+  h.out = out;
+  return h;
+}
+
+function host(st: PartitionState): Host {
+  const h: Host = {
+    out: newResult(),
     limits: st.limits,
     schedule(time, rule, key) {
       st.timers.push({ time, n: st.timerN++, ruleId: rule.id, epoch: rule.stateEpoch, key });
@@ -210,7 +224,7 @@ function host(st: PartitionState, out: ProcessResult): OperatorHost {
     alert(rule: CompiledRule, ks: KeyState, a: AlertDraft) {
       if (rule.suppressForMs > 0) {
         if (ks.sup !== undefined && a.ts < ks.sup + rule.suppressForMs) {
-          out.suppressed++;
+          h.out.suppressed++;
           return;
         }
         ks.sup = a.ts;
@@ -223,7 +237,7 @@ function host(st: PartitionState, out: ProcessResult): OperatorHost {
             : Object.hasOwn(a.fields, name)
               ? a.fields[name]
               : undefined;
-      out.alerts.push({
+      h.out.alerts.push({
         // Partition and state epoch make the cause unique even for key- and window-based alerts.
         id: alertId(rule.id, rule.version, `${st.partition}|${rule.stateEpoch}|${a.idParts}`),
         ruleId: rule.id,
@@ -238,7 +252,7 @@ function host(st: PartitionState, out: ProcessResult): OperatorHost {
       });
     },
     error(rule, e, message, cause) {
-      out.errors.push({
+      h.out.errors.push({
         seq: e.ref.seq,
         ruleId: rule.id,
         error: new RuleEvaluationError(rule.id, cause ?? new Error(message)),
@@ -246,9 +260,10 @@ function host(st: PartitionState, out: ProcessResult): OperatorHost {
       });
     },
     overflow(rule, key, dropped, limit) {
-      out.overflows.push({ ruleId: rule.id, key, dropped, limit });
+      h.out.overflows.push({ ruleId: rule.id, key, dropped, limit });
     },
   };
+  return h;
 }
 
 function isIdle(rule: CompiledRule, ks: KeyState): boolean {
@@ -471,7 +486,7 @@ export function processRecord(st: PartitionState, rec: PartitionRecord): Process
   const out = newResult();
   // A record at or before the offset was processed already (a redelivery after a restore): skip it.
   if (rec.seq <= st.offset) return out;
-  const h = host(st, out);
+  const h = hostFor(st, out);
   switch (rec.kind) {
     case 'event':
       onEvent(st, rec, out, h);
