@@ -16,6 +16,8 @@ interface OperatorDef {
 }
 
 function numberValidator(factValue: unknown): boolean {
+  // For a number, parseFloat(String(x)) is NaN exactly when x is: skip the string round trip.
+  if (typeof factValue === 'number') return !Number.isNaN(factValue);
   return Number.parseFloat(factValue as string).toString() !== 'NaN';
 }
 

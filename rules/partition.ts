@@ -115,8 +115,8 @@ export interface PartitionState {
   readonly tags: Map<RuleSet, number>;
   /** Buffered hits per lineage: a lineage the current rules no longer use lives while hits wait for it. */
   readonly hitCounts: Map<string, number>;
-  /** Keyed state changed since the last checkpoint delta, as `stateField(lineage, key)`. */
-  readonly dirty: Set<string>;
+  /** Keys whose state changed since the last checkpoint delta, by lineage. */
+  readonly dirty: Map<string, Set<string>>;
   /** Keyed state: lineage (`ruleId@epoch`) → key → state. */
   readonly states: Map<string, Map<string, KeyState>>;
   readonly timers: Heap<Timer>;
@@ -144,7 +144,7 @@ export function createPartition(ruleSet: RuleSet, options: PartitionOptions): Pa
     buffer: new Heap(bufferOrder),
     tags: new Map(),
     hitCounts: new Map(),
-    dirty: new Set(),
+    dirty: new Map(),
     states: new Map(),
     timers: new Heap(timerOrder),
     timerN: 0,
@@ -189,15 +189,21 @@ function keyState(st: PartitionState, rule: CompiledRule, key: string): KeyState
   let ks = byKey.get(key);
   if (ks === undefined) byKey.set(key, (ks = {}));
   // Whoever asks for a key's state may change it.
-  st.dirty.add(stateField(sid, key));
+  markDirty(st, sid, key);
   return ks;
+}
+
+function markDirty(st: PartitionState, sid: string, key: string): void {
+  let keys = st.dirty.get(sid);
+  if (keys === undefined) st.dirty.set(sid, (keys = new Set()));
+  keys.add(key);
 }
 
 /** Drops a whole lineage, marking each of its keys for deletion at the next checkpoint. */
 function dropLineage(st: PartitionState, sid: string): void {
   const byKey = st.states.get(sid);
   if (byKey === undefined) return;
-  for (const key of byKey.keys()) st.dirty.add(stateField(sid, key));
+  for (const key of byKey.keys()) markDirty(st, sid, key);
   st.states.delete(sid);
 }
 
@@ -449,7 +455,7 @@ function fireTimers(st: PartitionState, upTo: number, h: OperatorHost): void {
     const sid = `${t.ruleId}@${t.epoch}`;
     const ks = st.states.get(sid)?.get(t.key);
     if (ks === undefined) continue;
-    st.dirty.add(stateField(sid, t.key));
+    markDirty(st, sid, t.key);
     const p = rule.pattern;
     const emit = !rule.paused;
     if (p?.kind === 'threshold') thresholdTimer(rule, p, ks, t.key, t.time, h, emit);

@@ -190,11 +190,13 @@ export function checkpointParts(st: PartitionState, full = false): CheckpointPar
     for (const [sid, byKey] of st.states)
       for (const [key, ks] of byKey) upserts.push([stateField(sid, key), encodeKeyState(ks)]);
   } else {
-    for (const field of st.dirty) {
-      const [sid, key] = JSON.parse(field) as [string, string];
-      const ks = st.states.get(sid)?.get(key);
-      if (ks === undefined) deletes.push(field);
-      else upserts.push([field, encodeKeyState(ks)]);
+    for (const [sid, keys] of st.dirty) {
+      const byKey = st.states.get(sid);
+      for (const key of keys) {
+        const ks = byKey?.get(key);
+        if (ks === undefined) deletes.push(stateField(sid, key));
+        else upserts.push([stateField(sid, key), encodeKeyState(ks)]);
+      }
     }
   }
   st.dirty.clear();

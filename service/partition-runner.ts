@@ -119,6 +119,7 @@ export class PartitionRunner {
   }
 
   private busy = false;
+  private sinceYield = 0;
   private readonly boundary: (() => void)[] = [];
 
   private async run(): Promise<void> {
@@ -134,6 +135,12 @@ export class PartitionRunner {
       }
       this.lag.set(r.pending);
       this.offset.set(r.seq);
+      // Buffered records resolve in microtasks only: yield now and then, or the worker's acks,
+      // control messages, checkpoints and metrics would wait for a whole drain.
+      if (++this.sinceYield >= 64) {
+        this.sinceYield = 0;
+        await new Promise((r) => setImmediate(r));
+      }
     }
   }
 
