@@ -95,11 +95,23 @@ async function main(init: WorkerInit): Promise<void> {
     // The owner writes the marker into each of its partitions; Nats-Msg-Id makes a second writer harmless.
     for (const p of init.partitions) {
       if ((lastMarker.get(p) ?? 0) >= e.seq) continue;
-      await js.publish(
-        markerSubject(p),
-        encoder.encode(JSON.stringify({ vigil: 'epoch', controlSeq: e.seq })),
-        { msgID: `epoch-${e.seq}-${p}` },
-      );
+      // A timed-out publish must not end the control loop: retry (Nats-Msg-Id makes it safe).
+      for (let attempt = 0; ; attempt++) {
+        try {
+          await js.publish(
+            markerSubject(p),
+            encoder.encode(JSON.stringify({ vigil: 'epoch', controlSeq: e.seq })),
+            { msgID: `epoch-${e.seq}-${p}` },
+          );
+          break;
+        } catch (err) {
+          log(
+            'warn',
+            `marker ${e.seq} for partition ${p} not stored, retrying: ${(err as Error).message}`,
+          );
+          await new Promise((r) => setTimeout(r, Math.min(2000, 100 * 2 ** attempt)));
+        }
+      }
       lastMarker.set(p, e.seq);
     }
   };
