@@ -19,6 +19,7 @@
  * Progress goes to stdout; the last line of output is one JSON object with every figure (with an
  * `error` field, and exit code 1, when the run fails part-way). Everything started is stopped.
  */
+import { prng } from '../test/prng.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { Redis } from 'ioredis';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
@@ -112,18 +113,6 @@ const fmt = (x: number): string => Math.round(x).toLocaleString('en-US');
 // ---------------------------------------------------------------------------------------------
 // Deterministic inputs: 20 event types, payment-like events, 1,000 rules
 // ---------------------------------------------------------------------------------------------
-
-/** mulberry32: a small, fast, seeded 32-bit PRNG returning floats in [0, 1). */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 type Rand = () => number;
 
@@ -304,7 +293,7 @@ function thresholdRule(rand: Rand, id: string, type: string): Rule {
  * 80% plain conditions, 20% threshold rules.
  */
 function generateRules(n: number, seed: number): Rule[] {
-  const rand = mulberry32(seed);
+  const rand = prng(seed);
   const rules: Rule[] = [];
   for (let i = 0; i < n; i++) {
     const type = EVENT_TYPES[i % EVENT_TYPES.length] as string;
@@ -320,7 +309,7 @@ function eventGenerator(
   seed: number,
   keys: number,
 ): (i: number) => { key: string; data: Uint8Array } {
-  const rand = mulberry32(seed ^ 0x5bd1e995);
+  const rand = prng(seed ^ 0x5bd1e995);
   const encoder = new TextEncoder();
   const keyWidth = String(keys - 1).length;
   return (i) => {
