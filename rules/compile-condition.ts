@@ -11,25 +11,81 @@ export interface EvalContext {
   steps: Readonly<Record<string, unknown>> | undefined;
   /** Model scores computed for this event, so each model runs at most once per event. */
   scores: Map<string, number> | undefined;
+  /**
+   * The event holds a hostile object (see {@link hasHostileObject}):
+   * converting one of its values to a primitive may throw, so conditions are evaluated exhaustively.
+   */
+  readonly hostile: boolean;
 }
 
-/** Creates the context for judging one event. */
+/**
+ * Creates the context for judging one event. `hostile` is {@link hasHostileObject} of the event;
+ * pass it when already known (event parsing computes it), otherwise it is computed here.
+ */
 export function evalContext(
   event: Readonly<Record<string, unknown>>,
   models: ModelRegistry,
+  hostile: boolean = hasHostileObject(event),
 ): EvalContext {
-  return { event, models, steps: undefined, scores: undefined };
+  return { event, models, steps: undefined, scores: undefined, hostile };
+}
+
+/**
+ * True when `value` is or holds (at any depth) a hostile object (see {@link isHostileObject}).
+ * Those are the only values on which a JS conversion to a primitive can throw (`parseFloat`, `<`,
+ * `String.prototype.indexOf`): any other object converts through `Object.prototype.toString`,
+ * and every array through `join` of convertible elements.
+ */
+export function hasHostileObject(value: unknown): boolean {
+  if (typeof value !== 'object' || value === null) return false;
+  if (Array.isArray(value)) {
+    for (const x of value) if (hasHostileObject(x)) return true;
+    return false;
+  }
+  if (isHostileObject(value)) return true;
+  for (const k in value) {
+    if (hasHostileObject((value as Record<string, unknown>)[k])) return true;
+  }
+  return false;
+}
+
+/**
+ * An object (not an array) whose conversion to a primitive may throw: it has an own `toString`
+ * or `valueOf` field, or was not made by JSON.parse (another prototype, e.g. `Object.create(null)`).
+ */
+export function isHostileObject(value: object): boolean {
+  return (
+    Object.getPrototypeOf(value) !== Object.prototype ||
+    Object.hasOwn(value, 'toString') ||
+    Object.hasOwn(value, 'valueOf')
+  );
 }
 
 /** A compiled condition: true or false, or throws where json-rules-engine's run would reject. */
 export type CompiledCondition = (ctx: EvalContext) => boolean;
 
+/**
+ * When a condition can throw, which decides whether a group may short-circuit without hiding an
+ * error json-rules-engine would raise (it evaluates a whole priority group, `Promise.all`).
+ */
+const Risk = {
+  /** Never throws. */
+  never: 0,
+  /** Throws only on a hostile value (see {@link hasHostileObject}): short-circuit unless the event is hostile. */
+  hostile: 1,
+  /** May throw on ordinary values too (fact references, decorators, lookups): always exhaustive. */
+  always: 2,
+} as const;
+type Risk = (typeof Risk)[keyof typeof Risk];
+
 interface Node {
   readonly run: CompiledCondition;
   readonly priority: number;
-  /** False only when the node can be shown never to throw, so short-circuiting cannot hide an error. */
-  readonly mayThrow: boolean;
+  readonly risk: Risk;
 }
+
+const maxRisk = (nodes: readonly Node[]): Risk =>
+  nodes.reduce<Risk>((r, n) => (n.risk > r ? n.risk : r), Risk.never);
 
 type FactFn = (ctx: EvalContext) => unknown;
 
@@ -109,7 +165,7 @@ function compileLeaf(c: {
       const negate = op.base === 'notIn';
       return {
         priority,
-        mayThrow: true,
+        risk: Risk.always,
         run: (ctx) => {
           const m = ctx.models.get(id);
           if (m !== undefined && m.kind === 'set') return m.set.has(left(ctx)) !== negate;
@@ -117,16 +173,9 @@ function compileLeaf(c: {
         },
       };
     }
-    return { priority, mayThrow: true, run: (ctx) => evaluate(left(ctx), right(ctx)) };
+    return { priority, risk: Risk.always, run: (ctx) => evaluate(left(ctx), right(ctx)) };
   }
-  // `indexOf` on an array never converts its argument; on a string it does, and that can throw.
-  const safe =
-    op.decorators.length === 0 &&
-    (op.base === 'equal' ||
-      op.base === 'notEqual' ||
-      op.base === 'contains' ||
-      op.base === 'doesNotContain' ||
-      ((op.base === 'in' || op.base === 'notIn') && Array.isArray(value)));
+  const risk = literalRisk(op.base, op.decorators.length > 0, c.fact, value);
   if (
     op.decorators.length === 0 &&
     (op.base === 'in' || op.base === 'notIn') &&
@@ -135,16 +184,52 @@ function compileLeaf(c: {
   ) {
     const set = new Set(value);
     const negate = op.base === 'notIn';
-    return { priority, mayThrow: false, run: (ctx) => set.has(left(ctx)) !== negate };
+    return { priority, risk: Risk.never, run: (ctx) => set.has(left(ctx)) !== negate };
   }
-  return { priority, mayThrow: !safe, run: (ctx) => evaluate(left(ctx), value) };
+  return { priority, risk, run: (ctx) => evaluate(left(ctx), value) };
+}
+
+/**
+ * The risk of a leaf with a literal value. Event fields and model scores (numbers) throw only when
+ * hostile; lookups and step references bring values the event scan does not cover.
+ */
+function literalRisk(base: string, decorated: boolean, fact: string, value: unknown): Risk {
+  if (decorated || fact.startsWith('list:') || fact.startsWith('step:')) {
+    // `indexOf` on an array never converts its argument, `===` never converts at all.
+    const safe =
+      !decorated &&
+      (base === 'equal' ||
+        base === 'notEqual' ||
+        base === 'contains' ||
+        base === 'doesNotContain' ||
+        ((base === 'in' || base === 'notIn') && Array.isArray(value)));
+    return safe ? Risk.never : Risk.always;
+  }
+  switch (base) {
+    case 'equal':
+    case 'notEqual':
+    case 'contains': // validator Array.isArray, then indexOf on the array: no conversion
+    case 'doesNotContain':
+      return Risk.never;
+    case 'in':
+    case 'notIn':
+      // On an array, indexOf does not convert; on a string it converts the fact; anything else has no indexOf.
+      return Array.isArray(value)
+        ? Risk.never
+        : typeof value === 'string'
+          ? Risk.hostile
+          : Risk.always;
+    default:
+      // Numeric: parseFloat converts the fact, then `<` converts both sides.
+      return hasHostileObject(value) ? Risk.always : Risk.hostile;
+  }
 }
 
 /**
  * Evaluates children as json-rules-engine's prioritizeAndRun does: groups by priority, highest
  * first, short-circuiting between groups. Inside a group json-rules-engine evaluates every
  * condition (Promise.all), so an error anywhere in the group rejects the run; we short-circuit
- * inside a group only when no condition in it can throw.
+ * inside a group only when no condition in it can throw on this event.
  */
 function compileGroup(children: readonly Node[], isAll: boolean): CompiledCondition {
   if (children.length === 0) return () => true;
@@ -157,35 +242,42 @@ function compileGroup(children: readonly Node[], isAll: boolean): CompiledCondit
   }
   const sets = [...byPriority.entries()]
     .sort((a, b) => b[0] - a[0])
-    .map(([, nodes]) => {
-      const runs = nodes.map((n) => n.run);
-      const exhaustive = nodes.some((n) => n.mayThrow);
-      return { runs, exhaustive };
-    });
-  const evalSet = (
-    runs: readonly CompiledCondition[],
-    exhaustive: boolean,
-    ctx: EvalContext,
-  ): boolean => {
-    if (!exhaustive) return isAll ? runs.every((r) => r(ctx)) : runs.some((r) => r(ctx));
-    let result = isAll;
-    for (const r of runs) {
-      const v = r(ctx);
-      if (isAll ? !v : v) result = !isAll;
-    }
-    return result;
-  };
-  if (sets.length === 1) {
-    const { runs, exhaustive } = sets[0] as (typeof sets)[number];
-    return (ctx) => evalSet(runs, exhaustive, ctx);
-  }
+    .map(([, nodes]) => groupSet(nodes, isAll));
+  if (sets.length === 1) return sets[0] as CompiledCondition;
   return (ctx) => {
-    for (const { runs, exhaustive } of sets) {
-      const v = evalSet(runs, exhaustive, ctx);
+    for (const run of sets) {
+      const v = run(ctx);
       if (isAll ? !v : v) return v;
     }
     return isAll;
   };
+}
+
+/** One priority group: short-circuits while no member can throw, else evaluates every member. */
+function groupSet(nodes: readonly Node[], isAll: boolean): CompiledCondition {
+  const runs = nodes.map((n) => n.run);
+  const n = runs.length;
+  const risk = maxRisk(nodes);
+  const exhaustive = (ctx: EvalContext): boolean => {
+    let result = isAll;
+    for (let i = 0; i < n; i++) {
+      const v = (runs[i] as CompiledCondition)(ctx);
+      if (isAll ? !v : v) result = !isAll;
+    }
+    return result;
+  };
+  if (risk === Risk.always) return exhaustive;
+  const short = isAll
+    ? (ctx: EvalContext): boolean => {
+        for (let i = 0; i < n; i++) if (!(runs[i] as CompiledCondition)(ctx)) return false;
+        return true;
+      }
+    : (ctx: EvalContext): boolean => {
+        for (let i = 0; i < n; i++) if ((runs[i] as CompiledCondition)(ctx)) return true;
+        return false;
+      };
+  if (risk === Risk.never) return short;
+  return (ctx) => (ctx.hostile ? exhaustive(ctx) : short(ctx));
 }
 
 function compileNode(c: Condition): Node {
@@ -193,23 +285,15 @@ function compileNode(c: Condition): Node {
     const priority = c.priority ?? 1;
     if ('any' in c) {
       const children = c.any.map(compileNode);
-      return {
-        priority,
-        mayThrow: children.some((n) => n.mayThrow),
-        run: compileGroup(children, false),
-      };
+      return { priority, risk: maxRisk(children), run: compileGroup(children, false) };
     }
     if ('all' in c) {
       const children = c.all.map(compileNode);
-      return {
-        priority,
-        mayThrow: children.some((n) => n.mayThrow),
-        run: compileGroup(children, true),
-      };
+      return { priority, risk: maxRisk(children), run: compileGroup(children, true) };
     }
     const child = compileNode(c.not);
     const run = child.run;
-    return { priority, mayThrow: child.mayThrow, run: (ctx) => !run(ctx) };
+    return { priority, risk: child.risk, run: (ctx) => !run(ctx) };
   }
   return compileLeaf(c);
 }

@@ -1,3 +1,4 @@
+import { isHostileObject } from './compile-condition.js';
 import type { RuleLimits } from './limits.js';
 
 /** Why an event could not be judged. Each goes to the DLQ with the original payload. */
@@ -20,6 +21,8 @@ export interface ParsedEvent {
   readonly type: string;
   readonly ts: number;
   readonly id: string | undefined;
+  /** The event holds a hostile object (see `hasHostileObject`): conditions are evaluated exhaustively. */
+  readonly hostile: boolean;
 }
 
 export type ParseEventResult =
@@ -46,12 +49,21 @@ function fail(reason: InvalidReason, message: string): ParseEventResult {
   return { ok: false, reason, message };
 }
 
-/** Checks nesting depth and that every number is finite (JSON.parse turns 1e400 into Infinity, which JSON cannot carry back). */
+/** Set by {@link checkValue} when it meets a hostile object (see `isHostileObject`). */
+let sawHostile = false;
+
+/**
+ * Checks nesting depth and that every number is finite (JSON.parse turns 1e400 into Infinity, which
+ * JSON cannot carry back); notes hostile objects on the way (see `hasHostileObject`), so
+ * conditions know in the same walk whether they may short-circuit.
+ */
 function checkValue(v: unknown, depth: number): InvalidReason | undefined {
   if (typeof v === 'number') return Number.isFinite(v) ? undefined : InvalidReason.badNumber;
   if (typeof v !== 'object' || v === null) return undefined;
   if (depth >= MAX_EVENT_DEPTH) return InvalidReason.tooDeep;
-  for (const x of Array.isArray(v) ? v : Object.values(v)) {
+  const isArray = Array.isArray(v);
+  if (!isArray && isHostileObject(v)) sawHostile = true;
+  for (const x of isArray ? v : Object.values(v)) {
     const bad = checkValue(x, depth + 1);
     if (bad !== undefined) return bad;
   }
@@ -101,7 +113,9 @@ export function parseEvent(data: unknown, publishTs: number, limits: RuleLimits)
       'event has a field named __proto__, constructor or prototype; rename it',
     );
   }
+  sawHostile = false;
   const bad = checkValue(event, 0);
+  const hostile = sawHostile;
   if (bad === InvalidReason.tooDeep)
     return fail(bad, `event is nested deeper than ${MAX_EVENT_DEPTH} levels; flatten it`);
   if (bad === InvalidReason.badNumber)
@@ -131,5 +145,5 @@ export function parseEvent(data: unknown, publishTs: number, limits: RuleLimits)
   const rawId = event.id;
   const id =
     typeof rawId === 'string' ? rawId : typeof rawId === 'number' ? String(rawId) : undefined;
-  return { ok: true, event, type, ts, id };
+  return { ok: true, event, type, ts, id, hostile };
 }

@@ -15,6 +15,7 @@ export {
 export {
   compileCondition,
   evalContext,
+  hasHostileObject,
   type CompiledCondition,
   type EvalContext,
 } from './compile-condition.js';

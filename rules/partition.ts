@@ -305,7 +305,7 @@ function onEvent(
     out.invalid.push({ seq: rec.seq, reason: parsed.reason, message: parsed.message });
     return;
   }
-  const { event, type, ts, id } = parsed;
+  const { event, type, ts, id, hostile } = parsed;
   if (ts <= st.watermark) {
     out.late.push({ seq: rec.seq, ts, watermark: st.watermark });
     return;
@@ -323,11 +323,12 @@ function onEvent(
     let expected = false;
     try {
       if (trigger && rule.when !== undefined)
-        trigger = rule.when((ctx ??= evalContext(event, rs.models)));
+        trigger = rule.when((ctx ??= evalContext(event, rs.models, hostile)));
       const p = rule.pattern;
       if (p?.kind === 'absence' && (p.expectAny || p.expectTypes.has(type))) {
         expected =
-          p.expectWhen === undefined || p.expectWhen((ctx ??= evalContext(event, rs.models)));
+          p.expectWhen === undefined ||
+          p.expectWhen((ctx ??= evalContext(event, rs.models, hostile)));
       }
     } catch (err) {
       out.errors.push({
