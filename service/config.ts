@@ -32,6 +32,8 @@ export interface VigilOptions {
   readonly checkpointFullEvery: number;
   /** Most alert and DLQ publishes awaiting their ack per partition before the partition waits. Default 1000. */
   readonly maxInFlightPublishes: number;
+  /** Rules that get their own `rule` label in the metrics; the others are counted as `rule="_other"`. Default 100. */
+  readonly metricsMaxRuleLabels: number;
   readonly limits: RuleLimits;
 }
 
@@ -49,6 +51,7 @@ export const DEFAULT_OPTIONS: Omit<VigilOptions, 'limits' | 'workers'> = Object.
   checkpointIntervalMs: 1000,
   maxUncheckpointedRecords: 100_000,
   checkpointFullEvery: 60,
+  metricsMaxRuleLabels: 100,
 });
 
 /** Environment variables and the settings they set. `VIGIL_CONFIG` names a JSON file of settings. */
@@ -67,6 +70,7 @@ export const ENV = {
   VIGIL_CHECKPOINT_INTERVAL_MS: 'checkpointIntervalMs',
   VIGIL_MAX_UNCHECKPOINTED_RECORDS: 'maxUncheckpointedRecords',
   VIGIL_CHECKPOINT_FULL_EVERY: 'checkpointFullEvery',
+  VIGIL_METRICS_MAX_RULE_LABELS: 'metricsMaxRuleLabels',
 } as const;
 
 const NUMERIC: Record<string, { min: number; max: number }> = {
@@ -81,6 +85,7 @@ const NUMERIC: Record<string, { min: number; max: number }> = {
   checkpointIntervalMs: { min: 0, max: 3_600_000 },
   maxUncheckpointedRecords: { min: 1, max: 100_000_000 },
   checkpointFullEvery: { min: 1, max: 1_000_000 },
+  metricsMaxRuleLabels: { min: 0, max: 100_000 },
 };
 
 /**

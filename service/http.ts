@@ -1,6 +1,7 @@
 import type { Server } from 'node:http';
 import express from 'express';
 import { collectDefaultMetrics, Registry } from 'prom-client';
+import type { ProcessMetrics } from './process-metrics.js';
 import type { WorkerPool } from './worker-pool.js';
 
 /** The HTTP side of the service: health, readiness and metrics. */
@@ -8,6 +9,7 @@ export async function startHttp(
   pool: WorkerPool,
   host: string,
   port: number,
+  processMetrics?: ProcessMetrics,
 ): Promise<{ server: Server; url: string; close(): Promise<void> }> {
   const app = express();
   app.disable('x-powered-by');
@@ -21,8 +23,7 @@ export async function startHttp(
     res.status(pool.ready ? 200 : 503).json({ ready: pool.ready, workers });
   });
   app.get('/metrics', (_req, res, next) => {
-    pool
-      .metrics([own])
+    (processMetrics ? processMetrics.exposition([own]) : pool.metrics([own]))
       .then(async (registry) => {
         res.set('Content-Type', registry.contentType);
         res.send(await registry.metrics());

@@ -9,6 +9,7 @@ export { partitionOf } from './partitioner.js';
 export { PartitionRunner, type PartitionRunnerDeps } from './partition-runner.js';
 export { Publisher } from './publisher.js';
 export {
+  ensurePrometheusInstalled,
   ensureServersInstalled,
   findExecutable,
   freePort,

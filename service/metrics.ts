@@ -127,3 +127,49 @@ export class WorkerMetrics {
     registers: [this.registry],
   });
 }
+
+/** The `rule` label value of every rule beyond the cap of {@link RuleLabels}. */
+export const OTHER_RULE_LABEL = '_other';
+
+/**
+ * Maps rule ids to `rule` label values with at most `max` distinct ids: the first `max` rules
+ * seen keep their own label for the life of the process (so their series never flap), every
+ * later one is counted under `rule="_other"`. Rule ids start with a letter or digit, so `_other`
+ * is never a real rule.
+ */
+export class RuleLabels {
+  private readonly admitted = new Set<string>();
+
+  constructor(readonly max: number) {}
+
+  label(ruleId: string): string {
+    if (this.admitted.has(ruleId)) return ruleId;
+    if (this.admitted.size >= this.max) return OTHER_RULE_LABEL;
+    this.admitted.add(ruleId);
+    return ruleId;
+  }
+}
+
+type MetricsJson = Awaited<ReturnType<Registry['getMetricsAsJSON']>>;
+
+/**
+ * Caps the `rule` label of a merged exposition. Done once in the main thread, after the workers'
+ * metrics are merged, so every worker's series of one rule get the same label and the cap holds
+ * for the whole process, not per worker. Ids new in this scrape are admitted in sorted order, so
+ * which rules keep their label does not depend on the order the workers answered in. Series that
+ * end up with equal labels (several rules in `_other`) are added up by the next aggregation.
+ */
+export function capRuleLabels(metrics: MetricsJson, labels: RuleLabels): MetricsJson {
+  const ids = new Set<string>();
+  for (const m of metrics)
+    for (const v of m.values) if (typeof v.labels.rule === 'string') ids.add(v.labels.rule);
+  for (const id of [...ids].sort()) labels.label(id);
+  return metrics.map((m) => ({
+    ...m,
+    values: m.values.map((v) =>
+      typeof v.labels.rule === 'string'
+        ? { ...v, labels: { ...v.labels, rule: labels.label(v.labels.rule) } }
+        : v,
+    ),
+  }));
+}

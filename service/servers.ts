@@ -47,6 +47,7 @@ export function ensureServersInstalled(log: (line: string) => void = () => {}): 
     log(`installing ${pkgs.join(', ')} with apt-get …`);
     const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
     const update = spawnSync(apt, ['update', '-qq'], { stdio: 'inherit', env });
+    aptUpdated = update.status === 0;
     const install =
       update.status === 0
         ? spawnSync(apt, ['install', '-y', '-qq', ...pkgs], { stdio: 'inherit', env })
@@ -65,6 +66,53 @@ export function ensureServersInstalled(log: (line: string) => void = () => {}): 
       'nats-server or redis-server is still missing after installing',
     );
   return { nats, redis };
+}
+
+/** Whether this process has run `apt-get update` successfully (it is run at most once). */
+let aptUpdated = false;
+
+/**
+ * Makes sure Prometheus and promtool are installed (Debian's `prometheus` package, which ships
+ * both): used by the dashboard and alerting-rule tests, not by the service. Installed without the
+ * recommended node exporter; the package's own system service is not used (tests start their own
+ * server on loopback), so it does not matter that it cannot start where there is no systemd.
+ */
+export function ensurePrometheusInstalled(log: (line: string) => void = () => {}): {
+  prometheus: string;
+  promtool: string;
+} {
+  if (findExecutable('prometheus') === undefined || findExecutable('promtool') === undefined) {
+    const apt = findExecutable('apt-get');
+    if (apt === undefined || process.getuid?.() !== 0)
+      throw new ServiceError(
+        ServiceErrorCode.ServersMissing,
+        'prometheus or promtool not found; install them (Debian/Ubuntu: sudo apt-get install --no-install-recommends prometheus; Prometheus 2.x)',
+      );
+    log('installing prometheus (prometheus, promtool) with apt-get …');
+    const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+    if (!aptUpdated) {
+      const update = spawnSync(apt, ['update', '-qq'], { stdio: 'inherit', env });
+      aptUpdated = update.status === 0;
+    }
+    const install = spawnSync(
+      apt,
+      ['install', '-y', '-qq', '--no-install-recommends', 'prometheus'],
+      { stdio: 'inherit', env },
+    );
+    if (install.status !== 0)
+      throw new ServiceError(
+        ServiceErrorCode.ServersMissing,
+        `apt-get could not install prometheus (exit ${install.status}); install it by hand`,
+      );
+  }
+  const prometheus = findExecutable('prometheus');
+  const promtool = findExecutable('promtool');
+  if (prometheus === undefined || promtool === undefined)
+    throw new ServiceError(
+      ServiceErrorCode.ServersMissing,
+      'prometheus or promtool is still missing after installing',
+    );
+  return { prometheus, promtool };
 }
 
 /** A free TCP port on loopback (redis-server cannot pick a random port itself). */

@@ -2,6 +2,7 @@ import { connect } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { VigilOptions } from './config.js';
 import { startHttp } from './http.js';
+import { startProcessMetrics } from './process-metrics.js';
 import { ensureStreams, verifyMapping } from './streams.js';
 import { WorkerPool, type Logger } from './worker-pool.js';
 
@@ -36,7 +37,8 @@ export async function startService(
   }
   const pool = new WorkerPool(options, log);
   pool.start();
-  const http = await startHttp(pool, options.httpHost, options.httpPort);
+  const processMetrics = await startProcessMetrics(pool, options);
+  const http = await startHttp(pool, options.httpHost, options.httpPort, processMetrics);
   return {
     url: http.url,
     pool,
@@ -53,6 +55,7 @@ export async function startService(
     async stop() {
       await pool.stop();
       await http.close();
+      await processMetrics.close();
     },
   };
 }

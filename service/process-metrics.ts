@@ -1,0 +1,172 @@
+import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { Redis } from 'ioredis';
+import { AggregatorRegistry, Counter, Gauge, Registry } from 'prom-client';
+import type { VigilOptions } from './config.js';
+import { capRuleLabels, RuleLabels } from './metrics.js';
+import { Streams } from './subjects.js';
+import type { WorkerPool } from './worker-pool.js';
+
+/** A scrape must not hang on a server that is away: each lookup gets this long. */
+const LOOKUP_TIMEOUT_MS = 2000;
+
+function within<T>(p: Promise<T>, ms: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+    p.then(resolve, reject).finally(() => clearTimeout(timer));
+  });
+}
+
+/** Where the main thread reads what no single worker knows. */
+export interface ProcessMetricSources {
+  /** Last sequence of `CONTROL`. */
+  controlHead?(): Promise<number>;
+  /** Entries and bytes of each partition's checkpointed keyed state. */
+  stateSizes?(partitions: readonly number[]): Promise<{ keys: number; bytes: number }[]>;
+}
+
+/**
+ * Metrics of the service process as a whole, collected by the main thread at scrape time: the
+ * head of `CONTROL` (next to each partition's applied sequence, so a divergence shows), the size
+ * of the keyed state as checkpointed in Redis, and worker restarts. Also caps the `rule` label
+ * of the merged exposition (`metricsMaxRuleLabels`).
+ */
+export class ProcessMetrics {
+  readonly registry = new Registry();
+  private readonly ruleLabels: RuleLabels;
+  private readonly restartsSeen = new Map<string, number>();
+
+  constructor(
+    private readonly pool: WorkerPool,
+    maxRuleLabels: number,
+    sources: ProcessMetricSources,
+    private readonly close_: () => Promise<void> = async () => {},
+  ) {
+    this.ruleLabels = new RuleLabels(maxRuleLabels);
+    const restartsSeen = this.restartsSeen;
+    const { controlHead, stateSizes } = sources;
+    if (controlHead)
+      new Gauge({
+        name: 'vigil_control_seq_head',
+        help: 'Last sequence of the CONTROL stream (compare with vigil_control_seq_applied)',
+        registers: [this.registry],
+        async collect() {
+          // On failure the last value stays: a stale head is better than a gap in the graph.
+          const head = await within(controlHead(), LOOKUP_TIMEOUT_MS).catch(() => undefined);
+          if (head !== undefined) this.set(head);
+        },
+      });
+    if (stateSizes) {
+      // A registry starts every collect before awaiting any: both gauges share one lookup per scrape.
+      type Lookup = { partitions: number[]; sizes: { keys: number; bytes: number }[] | undefined };
+      let pending: Promise<Lookup> | undefined;
+      const lookup = (): Promise<Lookup> => {
+        if (pending !== undefined) return pending;
+        const partitions = pool.status().flatMap((s) => s.partitions);
+        const p = within(stateSizes(partitions), LOOKUP_TIMEOUT_MS).then(
+          (sizes) => ({ partitions, sizes }),
+          () => ({ partitions, sizes: undefined }),
+        );
+        pending = p;
+        void p.then(() => {
+          if (pending === p) pending = undefined;
+        });
+        return p;
+      };
+      const gauge = (name: string, help: string, pick: 'keys' | 'bytes'): Gauge =>
+        new Gauge({
+          name,
+          help,
+          labelNames: ['partition'],
+          registers: [this.registry],
+          async collect() {
+            // On failure the last values stay.
+            const { partitions, sizes } = await lookup();
+            if (sizes === undefined) return;
+            partitions.forEach((p, i) => {
+              const size = sizes[i];
+              if (size !== undefined) this.set({ partition: String(p) }, size[pick]);
+            });
+          },
+        });
+      gauge(
+        'vigil_state_keys',
+        "Keyed-state entries (rule lineage x key) in the partition's checkpoint in Redis",
+        'keys',
+      );
+      gauge(
+        'vigil_state_bytes',
+        "Redis memory used by the partition's checkpointed keyed state (MEMORY USAGE, sampled)",
+        'bytes',
+      );
+    }
+    new Counter({
+      name: 'vigil_worker_restarts_total',
+      help: 'Worker threads restarted after they died, by worker',
+      labelNames: ['worker'],
+      registers: [this.registry],
+      collect() {
+        for (const s of pool.status()) {
+          const w = String(s.worker);
+          this.inc({ worker: w }, s.restarts - (restartsSeen.get(w) ?? 0));
+          restartsSeen.set(w, s.restarts);
+        }
+      },
+    });
+  }
+
+  /** The merged exposition of the workers and `extra` registries, with the rule label capped. */
+  async exposition(extra: Registry[] = []): Promise<Registry> {
+    const merged = await this.pool.metrics([...extra, this.registry]);
+    return AggregatorRegistry.aggregate([
+      capRuleLabels(await merged.getMetricsAsJSON(), this.ruleLabels),
+    ]);
+  }
+
+  close(): Promise<void> {
+    return this.close_();
+  }
+}
+
+/** The checkpoint store's key of a partition's keyed-state hash (see checkpoint-store.ts). */
+export const stateKey = (partition: number, prefix = 'vigil:'): string =>
+  `${prefix}p:${partition}:state`;
+
+/** Process metrics reading `CONTROL` from NATS and, when checkpoints are on, state sizes from Redis. */
+export async function startProcessMetrics(
+  pool: WorkerPool,
+  options: VigilOptions,
+): Promise<ProcessMetrics> {
+  const nc: NatsConnection = await connect({
+    servers: options.natsUrl,
+    name: 'vigil-metrics',
+    maxReconnectAttempts: -1,
+  });
+  const jsm: JetStreamManager = await jetstreamManager(nc);
+  // Fails fast while Redis is away (no offline queue): the scrape keeps the last values.
+  const redis =
+    options.checkpointIntervalMs > 0
+      ? new Redis(options.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1 })
+      : undefined;
+  redis?.on('error', () => {
+    // Reconnects by itself; a failed lookup only leaves the gauges as they were.
+  });
+  const sources: ProcessMetricSources = {
+    controlHead: async () => (await jsm.streams.info(Streams.control)).state.last_seq,
+    ...(redis && {
+      async stateSizes(partitions: readonly number[]) {
+        const pipe = redis.pipeline();
+        for (const p of partitions) pipe.hlen(stateKey(p)).call('MEMORY', 'USAGE', stateKey(p));
+        const replies = (await pipe.exec()) ?? [];
+        return partitions.map((_, i) => ({
+          keys: Number(replies[2 * i]?.[1] ?? 0),
+          bytes: Number(replies[2 * i + 1]?.[1] ?? 0),
+        }));
+      },
+    }),
+  };
+  return new ProcessMetrics(pool, options.metricsMaxRuleLabels, sources, async () => {
+    redis?.disconnect();
+    await nc.close();
+  });
+}
