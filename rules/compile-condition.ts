@@ -1,6 +1,6 @@
 import { parsePath, resolveSegments } from './json-path.js';
 import { lookupFact, type ModelRegistry } from './models.js';
-import { resolveOperator } from './operators.js';
+import { isNumeric, resolveOperator } from './operators.js';
 import type { Condition, TopCondition } from './types.js';
 
 /** What a compiled condition reads: the event's fields, the models in force, earlier steps' events. */
@@ -176,6 +176,10 @@ function compileLeaf(c: {
     return { priority, risk: Risk.always, run: (ctx) => evaluate(left(ctx), right(ctx)) };
   }
   const risk = literalRisk(op.base, op.decorators.length > 0, c.fact, value);
+  if (op.decorators.length === 0 && !c.path && c.fact.indexOf(':') <= 0) {
+    const run = plainFieldLeaf(op.base, c.fact, value);
+    if (run !== undefined) return { priority, risk, run };
+  }
   if (
     op.decorators.length === 0 &&
     (op.base === 'in' || op.base === 'notIn') &&
@@ -187,6 +191,53 @@ function compileLeaf(c: {
     return { priority, risk: Risk.never, run: (ctx) => set.has(left(ctx)) !== negate };
   }
   return { priority, risk, run: (ctx) => evaluate(left(ctx), value) };
+}
+
+/**
+ * An undecorated operator on a plain event field with a literal value, as one closure: the hot
+ * case (most leaves are `amount > 5000` or `country in [...]`), which the generic path spreads
+ * over four calls (leaf, fact, validator, comparison). Same semantics as `operators.ts`.
+ */
+function plainFieldLeaf(base: string, fact: string, value: unknown): CompiledCondition | undefined {
+  // Facts resolve as own properties only; a name Object.prototype also has needs the check.
+  if (fact in Object.prototype) return undefined;
+  const v = value as number; // compared with JS coercion, whatever its type, as json-rules-engine does
+  switch (base) {
+    case 'equal':
+      return (ctx) => ctx.event[fact] === value;
+    case 'notEqual':
+      return (ctx) => ctx.event[fact] !== value;
+    case 'lessThan':
+      return (ctx) => {
+        const a = ctx.event[fact] as number;
+        return (typeof a === 'number' ? a === a : isNumeric(a)) && a < v;
+      };
+    case 'lessThanInclusive':
+      return (ctx) => {
+        const a = ctx.event[fact] as number;
+        return (typeof a === 'number' ? a === a : isNumeric(a)) && a <= v;
+      };
+    case 'greaterThan':
+      return (ctx) => {
+        const a = ctx.event[fact] as number;
+        return (typeof a === 'number' ? a === a : isNumeric(a)) && a > v;
+      };
+    case 'greaterThanInclusive':
+      return (ctx) => {
+        const a = ctx.event[fact] as number;
+        return (typeof a === 'number' ? a === a : isNumeric(a)) && a >= v;
+      };
+    case 'in':
+    case 'notIn': {
+      if (!Array.isArray(value) && typeof value !== 'string') return undefined; // throws: keep the generic path
+      const hay = value as { indexOf(x: unknown): number };
+      return base === 'in'
+        ? (ctx) => hay.indexOf(ctx.event[fact]) > -1
+        : (ctx) => hay.indexOf(ctx.event[fact]) === -1;
+    }
+    default:
+      return undefined;
+  }
 }
 
 /**

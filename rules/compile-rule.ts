@@ -49,6 +49,8 @@ export interface CompiledRule {
    * can never mix, even for events still in the reorder buffer.
    */
   readonly stateEpoch: number;
+  /** The state lineage, {@link stateId} of this version, made once: the hot path keys maps by it. */
+  readonly sid: string;
   readonly paused: boolean;
   readonly def: Rule;
   /** The rule's `on` types; `undefined` for every type (`"*"`). */
@@ -157,6 +159,7 @@ export function compileRule(
     id: rule.id,
     version,
     stateEpoch,
+    sid: stateId({ id: rule.id, stateEpoch }),
     paused,
     def: rule,
     types: rule.on.includes('*') ? undefined : new Set(rule.on),

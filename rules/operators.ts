@@ -15,7 +15,8 @@ interface OperatorDef {
   readonly validator?: (a: unknown) => boolean;
 }
 
-function numberValidator(factValue: unknown): boolean {
+/** json-rules-engine's number validator: `parseFloat(x)` is a number. May throw on a hostile object. */
+export function isNumeric(factValue: unknown): boolean {
   // For a number, parseFloat(String(x)) is NaN exactly when x is: skip the string round trip.
   if (typeof factValue === 'number') return !Number.isNaN(factValue);
   return Number.parseFloat(factValue as string).toString() !== 'NaN';
@@ -29,10 +30,10 @@ const BASE: Readonly<Record<string, OperatorDef>> = {
   notIn: { cb: (a, b: any) => b.indexOf(a) === -1 },
   contains: { cb: (a: any, b) => a.indexOf(b) > -1, validator: Array.isArray },
   doesNotContain: { cb: (a: any, b) => a.indexOf(b) === -1, validator: Array.isArray },
-  lessThan: { cb: (a, b) => a < b, validator: numberValidator },
-  lessThanInclusive: { cb: (a, b) => a <= b, validator: numberValidator },
-  greaterThan: { cb: (a, b) => a > b, validator: numberValidator },
-  greaterThanInclusive: { cb: (a, b) => a >= b, validator: numberValidator },
+  lessThan: { cb: (a, b) => a < b, validator: isNumeric },
+  lessThanInclusive: { cb: (a, b) => a <= b, validator: isNumeric },
+  greaterThan: { cb: (a, b) => a > b, validator: isNumeric },
+  greaterThanInclusive: { cb: (a, b) => a >= b, validator: isNumeric },
 };
 
 type Decorator = (next: OperatorFn) => OperatorFn;

@@ -5,7 +5,7 @@ import { sequenceEvent, sequenceIdle, sequenceTimer } from './cep/sequence.js';
 import { thresholdEvent, thresholdIdle, thresholdTimer } from './cep/threshold.js';
 import { alertId } from './alert.js';
 import { evalContext, type EvalContext } from './compile-condition.js';
-import { stateId, type CompiledRule } from './compile-rule.js';
+import type { CompiledRule } from './compile-rule.js';
 import { RuleEvaluationError } from './errors.js';
 import { parseEvent, type InvalidReason } from './event.js';
 import { DEFAULT_LIMITS, type RuleLimits } from './limits.js';
@@ -183,7 +183,7 @@ export function stateField(lineage: string, key: string): string {
 }
 
 function keyState(st: PartitionState, rule: CompiledRule, key: string): KeyState {
-  const sid = stateId(rule);
+  const sid = rule.sid;
   let byKey = st.states.get(sid);
   if (byKey === undefined) st.states.set(sid, (byKey = new Map()));
   let ks = byKey.get(key);
@@ -288,9 +288,9 @@ function isIdle(rule: CompiledRule, ks: KeyState): boolean {
 
 function dropIfIdle(st: PartitionState, rule: CompiledRule, key: string, ks: KeyState): void {
   if (!isIdle(rule, ks)) return;
-  const byKey = st.states.get(stateId(rule));
+  const byKey = st.states.get(rule.sid);
   byKey?.delete(key);
-  if (byKey?.size === 0) st.states.delete(stateId(rule));
+  if (byKey?.size === 0) st.states.delete(rule.sid);
 }
 
 /** Judges an event under the rule set in force at its log position; stateful rules see it later, in event-time order. */
@@ -389,7 +389,7 @@ function release(st: PartitionState, h: OperatorHost): void {
 export function tag(st: PartitionState, b: Buffered): void {
   st.tags.set(b.ruleSet, (st.tags.get(b.ruleSet) ?? 0) + 1);
   for (const hit of b.hits) {
-    const sid = stateId(hit.rule);
+    const sid = hit.rule.sid;
     st.hitCounts.set(sid, (st.hitCounts.get(sid) ?? 0) + 1);
   }
 }
@@ -400,7 +400,7 @@ function untag(st: PartitionState, b: Buffered): void {
   if (left > 0) st.tags.set(b.ruleSet, left);
   else st.tags.delete(b.ruleSet);
   for (const hit of b.hits) {
-    const sid = stateId(hit.rule);
+    const sid = hit.rule.sid;
     const n = (st.hitCounts.get(sid) ?? 1) - 1;
     if (n > 0) st.hitCounts.set(sid, n);
     else {
@@ -453,7 +453,7 @@ function fireTimers(st: PartitionState, upTo: number, h: OperatorHost): void {
     const rule = lineageRule(st, t.ruleId, t.epoch);
     // A deleted or reset lineage has no state left; a paused rule's due state is dropped without alerts.
     if (rule === undefined) continue;
-    const sid = `${t.ruleId}@${t.epoch}`;
+    const sid = rule.sid;
     const ks = st.states.get(sid)?.get(t.key);
     if (ks === undefined) continue;
     markDirty(st, sid, t.key);
