@@ -77,6 +77,30 @@ describe("json-rules-engine's semantics, surprises included", () => {
     ).toBe('error');
   });
 
+  it('facts are own properties only, also when Object.prototype has a field of that name', async () => {
+    for (const fact of ['toString', 'hasOwnProperty', 'isPrototypeOf']) {
+      expect(await both(leaf(fact, 'equal', 1), {})).toBe(false);
+      // A missing fact is undefined, which `in` on a string converts to "undefined".
+      expect(await both(leaf(fact, 'in', 'undefined'), {})).toBe(true);
+      expect(await both(leaf(fact, 'equal', 1), { [fact]: 1 })).toBe(true);
+      expect(await both(leaf(fact, 'notEqual', 1), {})).toBe(true);
+      expect(await both(leaf(fact, 'greaterThan', 0), { [fact]: 3 })).toBe(true);
+    }
+  });
+
+  it('short-circuits an `all` on a false numeric leaf, yet raises the error of a hostile sibling', async () => {
+    const c = {
+      all: [
+        { fact: 'a', operator: 'greaterThan', value: 10 },
+        { fact: 'o', operator: 'lessThan', value: 3 },
+      ],
+    };
+    expect(await both(c, { a: 2, o: 1 })).toBe(false);
+    expect(await both(c, { a: 2, o: { valueOf: 1, toString: 1 } })).toBe('error');
+    expect(await both(c, { a: 2, o: [{ toString: 1 }] })).toBe('error');
+    expect(await both(c, { a: 2, o: Object.create(null) as object })).toBe('error');
+  });
+
   it('an empty `any` is true, like an empty `all`', async () => {
     expect(await both({ any: [] }, {})).toBe(true);
     expect(await both({ all: [] }, {})).toBe(true);
