@@ -19,6 +19,7 @@ import {
   checkpointParts,
   createPartition,
   emptyRuleSet,
+  keyedStateCount,
   processRecord,
   restorePartitionParts,
 } from '../rules/index.js';
@@ -117,8 +118,7 @@ try {
   if (loaded === undefined) throw new Error('nothing stored');
   const restored = restorePartitionParts(loaded.meta, loaded.fields, () => rs, {});
   const recoverySeconds = (performance.now() - t) / 1000;
-  let restoredKeys = 0;
-  for (const byKey of restored.states.values()) restoredKeys += byKey.size;
+  const restoredKeys = keyedStateCount(restored);
   say(`recovery (load + restore of ${restoredKeys} keys): ${recoverySeconds.toFixed(2)} s`);
 
   console.log(

@@ -6,6 +6,8 @@
  *   node --import tsx bench/core-bench.ts             200,000 events over 100,000 keys, 1,000 rules
  *   node --import tsx bench/core-bench.ts --quick     50,000 events
  *   node --import tsx bench/core-bench.ts --events N --keys N --rules N --seed N --passes N
+ *   node --import tsx bench/core-bench.ts --checkpoint-every N   also take incremental checkpoint
+ *                                         parts every N events (what the service serialises)
  *
  * Events are encoded to bytes before timing, so each record costs what a consumed message costs the
  * runtime: decode, JSON.parse, checks, rules. Each pass uses a fresh partition. The last line of
@@ -14,6 +16,7 @@
 import { performance } from 'node:perf_hooks';
 import {
   applyControl,
+  checkpointParts,
   createPartition,
   emptyRuleSet,
   processRecord,
@@ -35,6 +38,7 @@ const KEYS = numberArg('keys', 100_000);
 const RULES = numberArg('rules', 1000);
 const SEED = numberArg('seed', 20261129) >>> 0;
 const PASSES = numberArg('passes', QUICK ? 2 : 3);
+const CHECKPOINT_EVERY = argv.includes('--checkpoint-every') ? numberArg('checkpoint-every', 1) : 0;
 
 const rules = generateRules(RULES, SEED);
 const applied = applyControl(emptyRuleSet(), { op: 'replace-all', rules }, 1);
@@ -55,17 +59,33 @@ const passes: number[] = [];
 let alerts = 0;
 let errors = 0;
 let invalid = 0;
+let checkpointSeconds = 0;
+let checkpointFields = 0;
+let checkpointBytes = 0;
 for (let pass = 0; pass < PASSES; pass++) {
   const st = createPartition(ruleSet, { partition: 0 });
   let a = 0;
+  let cpSeconds = 0;
+  let cpFields = 0;
+  let cpBytes = 0;
   const start = performance.now();
-  for (const rec of records) {
-    const out = processRecord(st, rec);
+  for (let i = 0; i < records.length; i++) {
+    const out = processRecord(st, records[i] as PartitionRecord);
     a += out.alerts.length;
     errors += out.errors.length;
     invalid += out.invalid.length;
+    if (CHECKPOINT_EVERY > 0 && (i + 1) % CHECKPOINT_EVERY === 0) {
+      const t = performance.now();
+      const parts = checkpointParts(st);
+      cpSeconds += (performance.now() - t) / 1000;
+      cpFields += parts.upserts.length + parts.deletes.length;
+      for (const [f, v] of parts.upserts) cpBytes += f.length + v.length;
+    }
   }
   const seconds = (performance.now() - start) / 1000;
+  checkpointSeconds = cpSeconds;
+  checkpointFields = cpFields;
+  checkpointBytes = cpBytes;
   alerts = a;
   passes.push(EVENTS / seconds);
   console.log(
@@ -86,5 +106,16 @@ console.log(
     alertsPerPass: alerts,
     errors,
     invalid,
+    ...(CHECKPOINT_EVERY > 0
+      ? {
+          checkpointEvery: CHECKPOINT_EVERY,
+          checkpointShareOfTime:
+            Math.round((checkpointSeconds / (EVENTS / passes[passes.length - 1]!)) * 1000) / 1000,
+          checkpointFieldsPerPass: checkpointFields,
+          checkpointMicrosPerField:
+            Math.round((checkpointSeconds / Math.max(1, checkpointFields)) * 1e8) / 100,
+          checkpointBytesPerField: Math.round(checkpointBytes / Math.max(1, checkpointFields)),
+        }
+      : {}),
   }),
 );

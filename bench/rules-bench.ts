@@ -20,6 +20,7 @@ import {
   emptyRuleSet,
   evalContext,
   processRecord,
+  keyedStateCount,
   snapshotPartition,
   type Condition,
   type Rule,
@@ -620,7 +621,7 @@ function benchWindow(rand: Rand, keys: number, perKey: number): WindowResult {
   gc();
   gc();
   const after = process.memoryUsage().heapUsed;
-  const keysWithState = [...st.states.values()].reduce((a, m) => a + m.size, 0);
+  const keysWithState = keyedStateCount(st);
   const snapshotBytes = snapshotPartition(st).byteLength;
   const result: WindowResult = {
     keys,

@@ -51,7 +51,8 @@ export { DECORATOR_NAMES, OPERATOR_NAMES, resolveOperator, type OperatorFn } fro
 export {
   createPartition,
   processRecord,
-  stateField,
+  keyedStateCount,
+  stateLineages,
   type InvalidEvent,
   type LateEvent,
   type Overflow,
@@ -70,6 +71,7 @@ export {
 } from './rule-set.js';
 export {
   checkpointParts,
+  requeueCheckpoint,
   restorePartition,
   restorePartitionParts,
   snapshotPartition,

@@ -115,10 +115,15 @@ export interface PartitionState {
   readonly tags: Map<RuleSet, number>;
   /** Buffered hits per lineage: a lineage the current rules no longer use lives while hits wait for it. */
   readonly hitCounts: Map<string, number>;
-  /** Keys whose state changed since the last checkpoint delta, by lineage. */
-  readonly dirty: Map<string, Set<string>>;
-  /** Keyed state: lineage (`ruleId@epoch`) → key → state. */
+  /** Keys whose state (in any lineage) changed since the last checkpoint delta. */
+  readonly dirty: Set<string>;
+  /**
+   * Keyed state: key → lineage (`ruleId@epoch`) → state. Grouped by key because an event touches
+   * one key in several rules: a checkpoint then writes one field per changed key.
+   */
   readonly states: Map<string, Map<string, KeyState>>;
+  /** How many keys hold state in each lineage. */
+  readonly lineageKeys: Map<string, number>;
   readonly timers: Heap<Timer>;
   timerN: number;
 }
@@ -144,8 +149,9 @@ export function createPartition(ruleSet: RuleSet, options: PartitionOptions): Pa
     buffer: new Heap(bufferOrder),
     tags: new Map(),
     hitCounts: new Map(),
-    dirty: new Map(),
+    dirty: new Set(),
     states: new Map(),
+    lineageKeys: new Map(),
     timers: new Heap(timerOrder),
     timerN: 0,
   };
@@ -177,34 +183,51 @@ function keyOf(
       : undefined;
 }
 
-/** The field under which a key's state is checkpointed: unambiguous whatever the key holds. */
-export function stateField(lineage: string, key: string): string {
-  return JSON.stringify([lineage, key]);
-}
-
 function keyState(st: PartitionState, rule: CompiledRule, key: string): KeyState {
-  const sid = rule.sid;
-  let byKey = st.states.get(sid);
-  if (byKey === undefined) st.states.set(sid, (byKey = new Map()));
-  let ks = byKey.get(key);
-  if (ks === undefined) byKey.set(key, (ks = {}));
+  let byLineage = st.states.get(key);
+  if (byLineage === undefined) st.states.set(key, (byLineage = new Map()));
+  let ks = byLineage.get(rule.sid);
+  if (ks === undefined) {
+    byLineage.set(rule.sid, (ks = {}));
+    st.lineageKeys.set(rule.sid, (st.lineageKeys.get(rule.sid) ?? 0) + 1);
+  }
   // Whoever asks for a key's state may change it.
-  markDirty(st, sid, key);
+  st.dirty.add(key);
   return ks;
 }
 
-function markDirty(st: PartitionState, sid: string, key: string): void {
-  let keys = st.dirty.get(sid);
-  if (keys === undefined) st.dirty.set(sid, (keys = new Set()));
-  keys.add(key);
+/** Removes one key's state in one lineage (the key is already marked dirty by whoever touched it). */
+function deleteKeyState(st: PartitionState, sid: string, key: string): void {
+  const byLineage = st.states.get(key);
+  if (byLineage === undefined || !byLineage.delete(sid)) return;
+  if (byLineage.size === 0) st.states.delete(key);
+  const n = (st.lineageKeys.get(sid) ?? 1) - 1;
+  if (n > 0) st.lineageKeys.set(sid, n);
+  else st.lineageKeys.delete(sid);
 }
 
-/** Drops a whole lineage, marking each of its keys for deletion at the next checkpoint. */
+/** Drops a whole lineage, marking each of its keys for rewriting at the next checkpoint. */
 function dropLineage(st: PartitionState, sid: string): void {
-  const byKey = st.states.get(sid);
-  if (byKey === undefined) return;
-  for (const key of byKey.keys()) markDirty(st, sid, key);
-  st.states.delete(sid);
+  if (!st.lineageKeys.has(sid)) return;
+  // A rare step (a rule deleted or reset): a walk over every key is fine here.
+  for (const [key, byLineage] of st.states) {
+    if (!byLineage.delete(sid)) continue;
+    st.dirty.add(key);
+    if (byLineage.size === 0) st.states.delete(key);
+  }
+  st.lineageKeys.delete(sid);
+}
+
+/** The lineages that hold keyed state, e.g. `["velocity@3"]`. */
+export function stateLineages(st: PartitionState): string[] {
+  return [...st.lineageKeys.keys()];
+}
+
+/** How many (key, lineage) states the partition holds. */
+export function keyedStateCount(st: PartitionState): number {
+  let n = 0;
+  for (const c of st.lineageKeys.values()) n += c;
+  return n;
 }
 
 /** The operator host of a partition, made once and pointed at each record's result. */
@@ -287,10 +310,7 @@ function isIdle(rule: CompiledRule, ks: KeyState): boolean {
 }
 
 function dropIfIdle(st: PartitionState, rule: CompiledRule, key: string, ks: KeyState): void {
-  if (!isIdle(rule, ks)) return;
-  const byKey = st.states.get(rule.sid);
-  byKey?.delete(key);
-  if (byKey?.size === 0) st.states.delete(rule.sid);
+  if (isIdle(rule, ks)) deleteKeyState(st, rule.sid, key);
 }
 
 /** Judges an event under the rule set in force at its log position; stateful rules see it later, in event-time order. */
@@ -453,10 +473,9 @@ function fireTimers(st: PartitionState, upTo: number, h: OperatorHost): void {
     const rule = lineageRule(st, t.ruleId, t.epoch);
     // A deleted or reset lineage has no state left; a paused rule's due state is dropped without alerts.
     if (rule === undefined) continue;
-    const sid = rule.sid;
-    const ks = st.states.get(sid)?.get(t.key);
+    const ks = st.states.get(t.key)?.get(rule.sid);
     if (ks === undefined) continue;
-    markDirty(st, sid, t.key);
+    st.dirty.add(t.key);
     const p = rule.pattern;
     const emit = !rule.paused;
     if (p?.kind === 'threshold') thresholdTimer(rule, p, ks, t.key, t.time, h, emit);
@@ -468,7 +487,7 @@ function fireTimers(st: PartitionState, upTo: number, h: OperatorHost): void {
 
 /** Drops keyed state of lineages that no rule set in use refers to any more (deleted or reset rules). */
 function collectLineages(st: PartitionState): void {
-  for (const sid of [...st.states.keys()])
+  for (const sid of [...st.lineageKeys.keys()])
     if (!st.ruleSet.stateIds.has(sid) && !st.hitCounts.has(sid)) dropLineage(st, sid);
 }
 

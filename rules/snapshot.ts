@@ -5,7 +5,6 @@ import type { EventRef } from './types.js';
 import { SnapshotError } from './errors.js';
 import {
   createPartition,
-  stateField,
   tag,
   type Hit,
   type PartitionOptions,
@@ -13,9 +12,11 @@ import {
 } from './partition.js';
 import type { RuleSet } from './rule-set.js';
 
-const FORMAT = 'vigil.partition.v1';
+// v2: keyed state grouped by key (one checkpoint field per key), no longer by lineage.
+const FORMAT = 'vigil.partition.v2';
 
-type StateJSON = [key: string, sup: number | null, op: unknown];
+/** One lineage's state of a key. */
+type LineageStateJSON = [lineage: string, sup: number | null, op: unknown];
 type BufferedJSON = [
   ts: number,
   seq: number,
@@ -40,7 +41,7 @@ interface MetaJSON {
 }
 
 interface PartitionJSON extends MetaJSON {
-  states: [stateId: string, keys: StateJSON[]][];
+  states: [key: string, lineages: LineageStateJSON[]][];
 }
 
 /** Non-finite numbers as strings: JSON would turn them into null. */
@@ -141,16 +142,34 @@ function metaJSON(st: PartitionState): MetaJSON {
   };
 }
 
-const encodeKeyState = (ks: KeyState): string => JSON.stringify([ks.sup ?? null, opToJSON(ks.op)]);
+function keyStatesJSON(byLineage: ReadonlyMap<string, KeyState>): LineageStateJSON[] {
+  const out: LineageStateJSON[] = [];
+  for (const [sid, ks] of byLineage) out.push([sid, ks.sup ?? null, opToJSON(ks.op)]);
+  return out;
+}
 
-function decodeKeyState(value: string): KeyState {
-  const [sup, op] = JSON.parse(value) as [number | null, unknown];
+function keyStateFromJSON(sup: number | null, op: unknown): KeyState {
   const ks: KeyState = {};
   if (sup !== null) ks.sup = sup;
   const restored = opFromJSON(op);
   if (restored !== undefined) ks.op = restored;
   return ks;
 }
+
+/** Puts one key's states (all its lineages) into a partition being restored. */
+function restoreKey(st: PartitionState, key: string, lineages: readonly LineageStateJSON[]): void {
+  if (!Array.isArray(lineages) || lineages.length === 0)
+    throw new SnapshotError(`keyed state of "${key}" is not a list of [lineage, sup, state]`);
+  const byLineage = new Map<string, KeyState>();
+  for (const [sid, sup, op] of lineages) {
+    byLineage.set(sid, keyStateFromJSON(sup, op));
+    st.lineageKeys.set(sid, (st.lineageKeys.get(sid) ?? 0) + 1);
+  }
+  st.states.set(key, byLineage);
+}
+
+const byFirst = <T extends readonly [string, ...unknown[]]>(a: T, b: T): number =>
+  a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0;
 
 /**
  * Serialises a partition's state (offset, watermark, reorder buffer, keyed state, timers and the
@@ -160,19 +179,24 @@ function decodeKeyState(value: string): KeyState {
 export function snapshotPartition(st: PartitionState): Uint8Array {
   const json: PartitionJSON = {
     ...metaJSON(st),
-    states: [...st.states].map(([sid, byKey]) => [
-      sid,
-      [...byKey].map(([key, ks]): StateJSON => [key, ks.sup ?? null, opToJSON(ks.op)]),
-    ]),
+    // Canonical (sorted) order: equal states give equal bytes, whatever order keys were touched in.
+    states: [...st.states]
+      .map(([key, byLineage]): [string, LineageStateJSON[]] => [
+        key,
+        keyStatesJSON(byLineage).sort(byFirst),
+      ])
+      .sort(byFirst),
   };
   return new TextEncoder().encode(JSON.stringify(json));
 }
 
 /**
  * A checkpoint of a partition in parts: `meta` (everything but keyed state, written whole each
- * time) and keyed state per key, as hash fields. Incremental by default: only the keys changed
- * since the last call (`upserts`), and those that no longer exist (`deletes`); `full` lists every
- * key, for a store that rewrites its copy. Taking a checkpoint resets the change tracking.
+ * time) and keyed state as hash fields, one per key (the field is the key; the value holds every
+ * lineage's state of that key). Incremental by default: only the keys changed since the last
+ * call (`upserts`), and those that no longer hold state (`deletes`); `full` lists every key, for
+ * a store that rewrites its copy. Taking a checkpoint resets the change tracking; a store that
+ * fails to write one hands it back with {@link requeueCheckpoint}.
  */
 export interface CheckpointParts {
   readonly offset: number;
@@ -181,25 +205,25 @@ export interface CheckpointParts {
   readonly upserts: readonly (readonly [field: string, value: string])[];
   readonly deletes: readonly string[];
   readonly full: boolean;
+  /** The keys marked changed when the checkpoint was taken. */
+  readonly changed: readonly string[];
 }
 
 export function checkpointParts(st: PartitionState, full = false): CheckpointParts {
   const upserts: [string, string][] = [];
   const deletes: string[] = [];
+  const changed = [...st.dirty];
+  st.dirty.clear();
   if (full) {
-    for (const [sid, byKey] of st.states)
-      for (const [key, ks] of byKey) upserts.push([stateField(sid, key), encodeKeyState(ks)]);
+    for (const [key, byLineage] of st.states)
+      upserts.push([key, JSON.stringify(keyStatesJSON(byLineage))]);
   } else {
-    for (const [sid, keys] of st.dirty) {
-      const byKey = st.states.get(sid);
-      for (const key of keys) {
-        const ks = byKey?.get(key);
-        if (ks === undefined) deletes.push(stateField(sid, key));
-        else upserts.push([stateField(sid, key), encodeKeyState(ks)]);
-      }
+    for (const key of changed) {
+      const byLineage = st.states.get(key);
+      if (byLineage === undefined) deletes.push(key);
+      else upserts.push([key, JSON.stringify(keyStatesJSON(byLineage))]);
     }
   }
-  st.dirty.clear();
   return {
     offset: st.offset,
     controlSeq: st.ruleSet.controlSeq,
@@ -207,7 +231,16 @@ export function checkpointParts(st: PartitionState, full = false): CheckpointPar
     upserts,
     deletes,
     full,
+    changed,
   };
+}
+
+/**
+ * Marks the keys of a checkpoint that was not written as changed again, so the next incremental
+ * checkpoint carries them (with their state as it is by then): no whole rewrite is needed.
+ */
+export function requeueCheckpoint(st: PartitionState, parts: CheckpointParts): void {
+  for (const key of parts.changed) st.dirty.add(key);
 }
 
 function restoreMeta(
@@ -281,11 +314,7 @@ export function restorePartition(
     throw new SnapshotError('partition snapshot is not JSON', e);
   }
   const st = restoreMeta(json, ruleSetAt, options);
-  for (const [sid, keys] of json.states) {
-    const byKey = new Map<string, KeyState>();
-    for (const [key, sup, op] of keys) byKey.set(key, decodeKeyState(JSON.stringify([sup, op])));
-    st.states.set(sid, byKey);
-  }
+  for (const [key, lineages] of json.states) restoreKey(st, key, lineages);
   return st;
 }
 
@@ -304,12 +333,15 @@ export function restorePartitionParts(
   }
   const st = restoreMeta(json, ruleSetAt, options);
   // Fields come in no particular order from a store: sort them, so map order (and so the state) is the same on every restore.
-  const sorted = [...fields].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
-  for (const [field, value] of sorted) {
-    const [sid, key] = JSON.parse(field) as [string, string];
-    let byKey = st.states.get(sid);
-    if (byKey === undefined) st.states.set(sid, (byKey = new Map()));
-    byKey.set(key, decodeKeyState(value));
+  const sorted = [...fields].sort(byFirst);
+  for (const [key, value] of sorted) {
+    let lineages: LineageStateJSON[];
+    try {
+      lineages = JSON.parse(value) as LineageStateJSON[];
+    } catch (e) {
+      throw new SnapshotError(`checkpointed state of key "${key}" is not JSON`, e);
+    }
+    restoreKey(st, key, lineages);
   }
   return st;
 }

@@ -1,5 +1,6 @@
 import {
   checkpointParts,
+  requeueCheckpoint,
   ruleSetToJSON,
   type CheckpointParts,
   type PartitionState,
@@ -21,7 +22,7 @@ export interface CheckpointerOptions {
   readonly maxUncheckpointed: number;
   /** A checkpoint not written within this many ms counts as failed (the store queues commands while away). */
   readonly timeoutMs: number;
-  /** Every this many checkpoints, the keyed state is rewritten whole (compaction). */
+  /** Every this many checkpoints, the keyed state is rewritten whole; 0: never. */
   readonly fullEvery: number;
   /** Rule sets already stored, shared by the worker's partitions: each is stored once. */
   readonly savedRuleSets: Set<number>;
@@ -29,8 +30,8 @@ export interface CheckpointerOptions {
 }
 
 /**
- * Checkpoints one partition: incremental writes of changed keys, a whole rewrite now and then,
- * and only after everything the checkpoint covers has been published (so a crash after a
+ * Checkpoints one partition: incremental writes of changed keys (a whole rewrite every
+ * `fullEvery`, if set), only after everything the checkpoint covers has been published (so a crash after a
  * checkpoint can lose no alert). When checkpoints fail (Redis away), the partition stops reading
  * once `maxUncheckpointed` records wait, and goes on by itself when a checkpoint succeeds.
  */
@@ -38,7 +39,6 @@ export class Checkpointer {
   private lastOffset: number;
   private running: Promise<boolean> | undefined;
   private count = 0;
-  private needFull = false;
   private failing = false;
   private readonly p: string;
 
@@ -74,9 +74,9 @@ export class Checkpointer {
 
   private async write(): Promise<boolean> {
     const st = this.state();
-    if (st.offset === this.lastOffset && st.dirty.size === 0 && !this.needFull) return true;
+    if (st.offset === this.lastOffset && st.dirty.size === 0) return true;
     const started = performance.now();
-    const full = this.needFull || ++this.count % this.o.fullEvery === 0;
+    const full = this.o.fullEvery > 0 && ++this.count % this.o.fullEvery === 0;
     const ruleSets = new Map<number, RuleSet>();
     let timer: NodeJS.Timeout | undefined;
     // Taken between records, together with the set of publishes it must wait for.
@@ -105,7 +105,6 @@ export class Checkpointer {
       };
       await Promise.race([write(), timeout]);
       this.lastOffset = parts.offset;
-      this.needFull = false;
       this.failing = false;
       const m = this.o.metrics;
       m.checkpointSeconds.observe((performance.now() - started) / 1000);
@@ -117,8 +116,9 @@ export class Checkpointer {
       m.checkpointOffset.set({ partition: this.p }, parts.offset);
       return true;
     } catch (e) {
-      // The keys this checkpoint carried are no longer tracked as changed: the next one rewrites everything.
-      this.needFull = true;
+      // Its keys go to the next checkpoint, with their state as it is by then. A timed-out write
+      // that lands later is harmless: it is older than the next one, which carries these keys too.
+      requeueCheckpoint(st, parts);
       this.failing = true;
       this.o.metrics.checkpointFailures.inc({
         partition: this.p,

@@ -28,7 +28,11 @@ export interface VigilOptions {
   readonly checkpointIntervalMs: number;
   /** Records a partition may process past its last checkpoint before it stops reading (Redis away). Default 100,000. */
   readonly maxUncheckpointedRecords: number;
-  /** Every this many checkpoints a partition's keyed state is rewritten whole. Default 60. */
+  /**
+   * Every this many checkpoints a partition's keyed state is rewritten whole; 0: never. Default 0:
+   * checkpoints update one hash in place (no chain of deltas to compact), and a failed one hands its
+   * keys to the next, so a whole rewrite only costs a pause proportional to the state.
+   */
   readonly checkpointFullEvery: number;
   /** Most alert and DLQ publishes awaiting their ack per partition before the partition waits. Default 1000. */
   readonly maxInFlightPublishes: number;
@@ -50,7 +54,7 @@ export const DEFAULT_OPTIONS: Omit<VigilOptions, 'limits' | 'workers'> = Object.
   maxInFlightPublishes: 1000,
   checkpointIntervalMs: 1000,
   maxUncheckpointedRecords: 100_000,
-  checkpointFullEvery: 60,
+  checkpointFullEvery: 0,
   metricsMaxRuleLabels: 100,
 });
 
@@ -84,7 +88,7 @@ const NUMERIC: Record<string, { min: number; max: number }> = {
   maxInFlightPublishes: { min: 1, max: 1_000_000 },
   checkpointIntervalMs: { min: 0, max: 3_600_000 },
   maxUncheckpointedRecords: { min: 1, max: 100_000_000 },
-  checkpointFullEvery: { min: 1, max: 1_000_000 },
+  checkpointFullEvery: { min: 0, max: 1_000_000 },
   metricsMaxRuleLabels: { min: 0, max: 100_000 },
 };
 

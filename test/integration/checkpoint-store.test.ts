@@ -36,6 +36,7 @@ const parts = (
   upserts,
   deletes,
   full,
+  changed: [...upserts.map(([f]) => f), ...deletes],
 });
 const fields = (from: number, to: number, tag: string): [string, string][] =>
   Array.from({ length: to - from }, (_, i) => [`f${from + i}`, `${tag}${from + i}`]);

@@ -5,6 +5,7 @@ import {
   createPartition,
   processRecord,
   checkpointParts,
+  requeueCheckpoint,
   restorePartition,
   restorePartitionParts,
   snapshotPartition,
@@ -196,6 +197,8 @@ function outputs(results: ProcessResult[]): string {
   );
 }
 
+const decoder = new TextDecoder();
+
 describe('partition snapshot and restore', () => {
   it('cut a random log at a random point, snapshot, restore, continue: same outputs and state as an uninterrupted run', () => {
     const sets = versions();
@@ -234,15 +237,16 @@ describe('partition snapshot and restore', () => {
     console.log(`snapshot property: alerts per rule ${JSON.stringify(Object.fromEntries(fired))}`);
   });
 
-  it('incremental checkpoints applied to a store restore exactly: random checkpoints, a random cut, same outputs', () => {
+  it('incremental checkpoints applied to a store restore exactly: random checkpoints, failed writes handed back, a random cut, same outputs and state', () => {
     const sets = versions();
     const bySeq = new Map(sets.map((rs) => [rs.controlSeq, rs]));
     fc.assert(
       fc.property(
         fc.array(step, { minLength: 1, maxLength: 150, size: 'max' }),
         fc.array(fc.boolean(), { minLength: 150, maxLength: 150 }),
+        fc.array(fc.boolean(), { minLength: 150, maxLength: 150 }),
         fc.nat(),
-        (steps, checkpointAfter, cutAt) => {
+        (steps, checkpointAfter, writeFails, cutAt) => {
           const records = toRecords(steps, sets);
           const options = { partition: 2, outOfOrderMs: 40 };
           const whole = createPartition(sets[0] as RuleSet, options);
@@ -263,7 +267,10 @@ describe('partition snapshot and restore', () => {
           let checkpointedAt = 0;
           records.slice(0, cut).forEach((r, i) => {
             before.push(processRecord(live, r));
-            if (checkpointAfter[i]) {
+            if (writeFails[i]) {
+              // The store refused or lost this one: its changes go to the next checkpoint instead.
+              requeueCheckpoint(live, checkpointParts(live, i % 3 === 0));
+            } else if (checkpointAfter[i]) {
               save(live, i % 37 === 36);
               checkpointedAt = i + 1;
             }
@@ -277,6 +284,9 @@ describe('partition snapshot and restore', () => {
           );
           const after = records.slice(checkpointedAt).map((r) => processRecord(restored, r));
           expect(outputs([...before.slice(0, checkpointedAt), ...after])).toBe(outputs(expected));
+          expect(decoder.decode(snapshotPartition(restored))).toBe(
+            decoder.decode(snapshotPartition(whole)),
+          );
         },
       ),
       { numRuns: 300 },
