@@ -14,7 +14,7 @@ import {
   type ProcessResult,
   type RuleSet,
 } from '../../rules/index.js';
-import { ruleSetOf } from './harness.js';
+import { Feed, ruleSetOf } from './harness.js';
 
 const rules = [
   {
@@ -291,6 +291,67 @@ describe('partition snapshot and restore', () => {
       ),
       { numRuns: 300 },
     );
+  });
+
+  it('checkpoint fields hold the same JSON as the snapshot, for windows with evicted heads too', () => {
+    const rs = ruleSetOf(
+      { op: 'replace-all', rules },
+      {
+        op: 'upsert-rule',
+        rule: {
+          id: 'minmax',
+          on: ['payment'],
+          key: 'card',
+          pattern: {
+            kind: 'threshold',
+            aggregate: 'max',
+            field: 'amount',
+            window: 50,
+            operator: '>',
+            value: 1e9,
+          },
+        },
+      },
+      {
+        op: 'upsert-rule',
+        rule: {
+          id: 'sum',
+          on: ['payment'],
+          key: 'card',
+          pattern: {
+            kind: 'threshold',
+            aggregate: 'sum',
+            field: 'amount',
+            window: 40,
+            operator: '>',
+            value: 1e9,
+          },
+        },
+      },
+    );
+    const feed = new Feed(rs);
+    // 430 events: heads stop short of the 64 evictions that compact a window.
+    for (let i = 0; i < 430; i++)
+      feed.event({ type: 'payment', card: `c${i % 3}`, amount: (i * 37) % 101, ts: 1000 + i * 3 });
+    const fromSnapshot = new Map(
+      (
+        JSON.parse(decoder.decode(snapshotPartition(feed.state))) as {
+          states: [string, unknown[]][];
+        }
+      ).states,
+    );
+    const parts = checkpointParts(feed.state, true);
+    expect(parts.upserts.length).toBe(fromSnapshot.size);
+    for (const [key, value] of parts.upserts) {
+      const lineages = JSON.parse(value) as [string, ...unknown[]][];
+      lineages.sort((a, b) => (a[0] < b[0] ? -1 : 1));
+      expect(JSON.stringify(lineages), key).toBe(JSON.stringify(fromSnapshot.get(key)));
+    }
+    // The windows really had evicted entries at their head when the checkpoint was taken.
+    const heads = [...feed.state.states.values()].flatMap((m) =>
+      [...m.values()].map((ks) => (ks.op as { h?: number } | undefined)?.h ?? 0),
+    );
+    expect(Math.max(...heads)).toBeGreaterThan(0);
   });
 
   it('refuses bytes that are not a snapshot, and a snapshot whose rule set is missing', () => {
