@@ -41,15 +41,13 @@ if fence < storedFence then return redis.error_reply('VIGIL_FENCED fence ' .. fe
 local storedOffset = tonumber(redis.call('HGET', KEYS[1], 'offset') or '-1')
 if fence == storedFence and offset < storedOffset then return redis.error_reply('VIGIL_FENCED offset ' .. offset .. ' is older than ' .. storedOffset) end
 if ARGV[5] == '1' then redis.call('DEL', KEYS[2]) end
-local n = tonumber(ARGV[6])
-local i = 7
-for _ = 1, n do
-  redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
-  i = i + 2
+-- One HSET/HDEL per batch of fields rather than per field: a call from Lua costs about as much as the write.
+local last = 6 + 2 * tonumber(ARGV[6])
+for i = 7, last, 1000 do
+  redis.call('HSET', KEYS[2], unpack(ARGV, i, math.min(i + 999, last)))
 end
-while i <= #ARGV do
-  redis.call('HDEL', KEYS[2], ARGV[i])
-  i = i + 1
+for i = last + 1, #ARGV, 500 do
+  redis.call('HDEL', KEYS[2], unpack(ARGV, i, math.min(i + 499, #ARGV)))
 end
 redis.call('HSET', KEYS[1], 'fence', fence, 'offset', offset, 'controlSeq', ARGV[3], 'meta', ARGV[4])
 return 'OK'

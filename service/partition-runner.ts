@@ -71,6 +71,7 @@ export class PartitionRunner {
   private readonly judged;
   private readonly lag;
   private readonly offset;
+  private readonly watermarkLag;
 
   constructor(private readonly d: PartitionRunnerDeps) {
     this.state =
@@ -84,6 +85,7 @@ export class PartitionRunner {
     this.judged = d.metrics.events.labels({ partition: this.p, outcome: 'judged' });
     this.lag = d.metrics.lag.labels({ partition: this.p });
     this.offset = d.metrics.offset.labels({ partition: this.p });
+    this.watermarkLag = d.metrics.watermarkLag.labels({ partition: this.p });
     // A restored partition may have nothing new to read: show where it stands from the start.
     this.offset.set(this.state.offset);
     d.metrics.controlApplied.set({ partition: this.p }, this.state.ruleSet.controlSeq);
@@ -158,7 +160,10 @@ export class PartitionRunner {
   }
 
   private async handle(r: LogRecord): Promise<void> {
-    const key = r.subject.split('.')[1] ?? '';
+    // events.<key>.<p>: the key is the second token.
+    const dot = r.subject.indexOf('.');
+    const end = r.subject.indexOf('.', dot + 1);
+    const key = dot < 0 ? '' : r.subject.slice(dot + 1, end < 0 ? undefined : end);
     if (key === MARKER_KEY) return this.marker(r);
     if (key === TICK_KEY) {
       const tick = parseSystem(r.data, 'tick');
@@ -277,9 +282,6 @@ export class PartitionRunner {
       metrics.overflows.inc({ rule: o.ruleId, limit: o.limit }, o.dropped);
     if (out.suppressed > 0) metrics.suppressed.inc(out.suppressed);
     if (Number.isFinite(this.state.watermark))
-      metrics.watermarkLag.set(
-        { partition: this.p },
-        Math.max(0, Date.now() - this.state.watermark) / 1000,
-      );
+      this.watermarkLag.set(Math.max(0, Date.now() - this.state.watermark) / 1000);
   }
 }

@@ -44,6 +44,7 @@ const fields = (from: number, to: number, tag: string): [string, string][] =>
 describe('RedisCheckpointStore (real redis-server)', () => {
   for (const [name, size] of [
     ['small', 40],
+    ['in several batches of one script', 1200],
     ['large (staged in chunks)', 6000],
   ] as const) {
     it(`${name}: full, then incremental upserts and deletes, restore the same fields`, async () => {
