@@ -57,6 +57,8 @@ export interface CompiledRule {
   readonly types: ReadonlySet<string> | undefined;
   /** Types the type index files the rule under: `on`, plus an absence rule's `expect.on`. */
   readonly indexTypes: readonly string[];
+  /** Every type the index files the rule under triggers it (no absence `expect.on` beyond `on`). */
+  readonly triggeredByIndex: boolean;
   readonly when: CompiledCondition | undefined;
   readonly keyField: string | undefined;
   readonly pattern: CompiledPattern | undefined;
@@ -155,6 +157,10 @@ export function compileRule(
   paused: boolean,
 ): CompiledRule {
   const title = compileTemplate(rule.alert?.title ?? rule.description ?? rule.id);
+  const types = rule.on.includes('*') ? undefined : new Set(rule.on);
+  const indexTypes = [
+    ...new Set([...rule.on, ...(rule.pattern?.kind === 'absence' ? rule.pattern.expect.on : [])]),
+  ];
   return {
     id: rule.id,
     version,
@@ -162,10 +168,9 @@ export function compileRule(
     sid: stateId({ id: rule.id, stateEpoch }),
     paused,
     def: rule,
-    types: rule.on.includes('*') ? undefined : new Set(rule.on),
-    indexTypes: [
-      ...new Set([...rule.on, ...(rule.pattern?.kind === 'absence' ? rule.pattern.expect.on : [])]),
-    ],
+    types,
+    indexTypes,
+    triggeredByIndex: types === undefined || indexTypes.every((t) => types.has(t)),
     when: rule.when === undefined ? undefined : compileCondition(rule.when),
     keyField: rule.key,
     pattern: compilePattern(rule),

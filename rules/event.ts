@@ -61,10 +61,19 @@ function checkValue(v: unknown, depth: number): InvalidReason | undefined {
   if (typeof v === 'number') return Number.isFinite(v) ? undefined : InvalidReason.badNumber;
   if (typeof v !== 'object' || v === null) return undefined;
   if (depth >= MAX_EVENT_DEPTH) return InvalidReason.tooDeep;
-  const isArray = Array.isArray(v);
-  if (!isArray && isHostileObject(v)) sawHostile = true;
-  for (const x of isArray ? v : Object.values(v)) {
-    const bad = checkValue(x, depth + 1);
+  if (Array.isArray(v)) {
+    for (const x of v) {
+      const bad = checkValue(x, depth + 1);
+      if (bad !== undefined) return bad;
+    }
+    return undefined;
+  }
+  if (isHostileObject(v)) sawHostile = true;
+  const o = v as Record<string, unknown>;
+  // for-in without Object.values' array: JSON.parse makes own, enumerable properties only.
+  for (const k in o) {
+    if (!Object.hasOwn(o, k)) continue;
+    const bad = checkValue(o[k], depth + 1);
     if (bad !== undefined) return bad;
   }
   return undefined;

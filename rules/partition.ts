@@ -339,7 +339,7 @@ function onEvent(
   for (const rule of rs.rulesFor(type)) {
     const key = keyOf(rule, event, rec.key);
     if (key === undefined) continue;
-    let trigger = rule.types === undefined || rule.types.has(type);
+    let trigger = rule.triggeredByIndex || rule.types === undefined || rule.types.has(type);
     let expected = false;
     try {
       if (trigger && rule.when !== undefined)

@@ -272,8 +272,7 @@ export function checkpointParts(st: PartitionState, full = false): CheckpointPar
   const changed = [...st.dirty];
   st.dirty.clear();
   if (full) {
-    for (const [key, byLineage] of st.states)
-      upserts.push([key, encodeKeyStates(byLineage)]);
+    for (const [key, byLineage] of st.states) upserts.push([key, encodeKeyStates(byLineage)]);
   } else {
     for (const key of changed) {
       const byLineage = st.states.get(key);
