@@ -1,7 +1,7 @@
 import { connect } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { VigilOptions } from './config.js';
-import { startHttp } from './http.js';
+import { startHttp, type RouteHook } from './http.js';
 import { startProcessMetrics } from './process-metrics.js';
 import { ensureStreams, verifyMapping } from './streams.js';
 import { WorkerPool, type Logger } from './worker-pool.js';
@@ -20,6 +20,12 @@ export interface RunningService {
 const defaultLog: Logger = (level, message) =>
   console[level === 'info' ? 'log' : level](`[vigil] ${message}`);
 
+/** What a caller adds to the service without the service knowing it (dependencies point one way). */
+export interface ServiceHooks {
+  /** More HTTP routes, mounted before the server listens (e.g. the control plane's `/v1`). */
+  readonly routes?: RouteHook;
+}
+
 /**
  * Starts the service: creates or checks the streams, verifies the server's partition mapping,
  * starts the worker threads and the HTTP server.
@@ -27,6 +33,7 @@ const defaultLog: Logger = (level, message) =>
 export async function startService(
   options: VigilOptions,
   log: Logger = defaultLog,
+  hooks: ServiceHooks = {},
 ): Promise<RunningService> {
   const nc = await connect({ servers: options.natsUrl, name: 'vigil-setup' });
   try {
@@ -38,7 +45,13 @@ export async function startService(
   const pool = new WorkerPool(options, log);
   pool.start();
   const processMetrics = await startProcessMetrics(pool, options);
-  const http = await startHttp(pool, options.httpHost, options.httpPort, processMetrics);
+  const http = await startHttp(
+    pool,
+    options.httpHost,
+    options.httpPort,
+    hooks.routes,
+    processMetrics,
+  );
   return {
     url: http.url,
     pool,
