@@ -15,8 +15,10 @@ export interface CheckpointerOptions {
   readonly metrics: WorkerMetrics;
   /** Resolves once every alert and dead letter published so far is acknowledged. */
   readonly settled: () => Promise<void>;
-  /** Fencing token of this owner (0 without leases). */
+  /** Fencing token of this owner's lease (0 without leases). */
   readonly fence: () => number;
+  /** A write was refused because a newer owner holds the partition: it must stop at once. */
+  readonly onFenced?: () => void;
   /** Records processed past the last checkpoint before the partition stops reading. */
   readonly maxUncheckpointed: number;
   /** A checkpoint not written within this many ms counts as failed (the store queues commands while away). */
@@ -40,6 +42,7 @@ export class Checkpointer {
   private count = 0;
   private needFull = false;
   private failing = false;
+  private closed = false;
   private readonly p: string;
 
   constructor(
@@ -64,15 +67,25 @@ export class Checkpointer {
     return this.running;
   }
 
+  /**
+   * No more checkpoints, and `admit` lets the partition go so that it can stop (its lease is lost
+   * or it is being handed over). Waits for a checkpoint under way.
+   */
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.running;
+  }
+
   /** Backpressure: waits, retrying checkpoints, while too many records are not covered by one. */
   async admit(): Promise<void> {
-    while (this.state().offset - this.lastOffset >= this.o.maxUncheckpointed) {
+    while (!this.closed && this.state().offset - this.lastOffset >= this.o.maxUncheckpointed) {
       if (await this.checkpoint()) continue;
       await new Promise((r) => setTimeout(r, 200));
     }
   }
 
   private async write(): Promise<boolean> {
+    if (this.closed) return false;
     const st = this.state();
     if (st.offset === this.lastOffset && st.dirty.size === 0 && !this.needFull) return true;
     const started = performance.now();
@@ -120,11 +133,17 @@ export class Checkpointer {
       // The keys this checkpoint carried are no longer tracked as changed: the next one rewrites everything.
       this.needFull = true;
       this.failing = true;
+      const fenced = e instanceof CheckpointFencedError;
       this.o.metrics.checkpointFailures.inc({
         partition: this.p,
-        reason: e instanceof CheckpointFencedError ? 'fenced' : 'store',
+        reason: fenced ? 'fenced' : 'store',
       });
       this.o.log('warn', `checkpoint of partition ${this.p} failed: ${(e as Error).message}`);
+      if (fenced && this.o.fence() > 0) {
+        // Not ours any more: retrying cannot help, and the partition must stop reading now.
+        this.closed = true;
+        this.o.onFenced?.();
+      }
       return false;
     } finally {
       clearTimeout(timer);

@@ -126,6 +126,18 @@ export class WorkerMetrics {
     labelNames: ['worker'],
     registers: [this.registry],
   });
+  readonly leasesHeld = new Gauge({
+    name: 'vigil_leases_held',
+    help: 'Partitions this worker runs under a lease of this process',
+    labelNames: ['worker'],
+    registers: [this.registry],
+  });
+  readonly leaseHandoffs = new Counter({
+    name: 'vigil_lease_handoffs_total',
+    help: 'Partitions that changed hands here, by reason (acquired, released after a final checkpoint, lost)',
+    labelNames: ['reason'],
+    registers: [this.registry],
+  });
 }
 
 /** The `rule` label value of every rule beyond the cap of {@link RuleLabels}. */
