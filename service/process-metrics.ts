@@ -83,6 +83,8 @@ export class ProcessMetrics {
             // On failure the last values stay.
             const { partitions, sizes } = await lookup();
             if (sizes === undefined) return;
+            // Only the partitions this process runs now: a partition that moved away has no series here.
+            this.reset();
             partitions.forEach((p, i) => {
               const size = sizes[i];
               if (size !== undefined) this.set({ partition: String(p) }, size[pick]);
