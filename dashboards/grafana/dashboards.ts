@@ -228,7 +228,15 @@ const overview = dashboard(
       targets: quantiles('vigil_processing_seconds'),
     },
     {
+      title: 'End-to-end alert latency (event time to stored in ALERTS)',
+      description:
+        'From the event time at which an alert fired to ALERTS storing it. Events without their own ts have the time EVENTS stored them; with producer timestamps this includes the producer delay, and absence alerts include VIGIL_OUT_OF_ORDER_MS.',
+      unit: 's',
+      targets: quantiles('vigil_alert_latency_seconds'),
+    },
+    {
       title: 'Dead letters by reason',
+      w: 24,
       description: 'Messages sent to the DLQ stream (see docs/operations.md for each reason).',
       unit: 'ops',
       targets: [
@@ -409,6 +417,23 @@ const partitions = dashboard(
       description: "Redis memory used by the partition's checkpointed keyed state.",
       unit: 'bytes',
       targets: [{ expr: `max by (partition) (vigil_state_bytes{${I}})`, legend: '{{partition}}' }],
+    },
+    {
+      title: 'Partitions held by instance',
+      description:
+        'Partitions each process runs under a lease. With several processes they should be balanced.',
+      targets: [{ expr: `sum by (instance) (vigil_leases_held{${I}})`, legend: '{{instance}}' }],
+    },
+    {
+      title: 'Lease handoffs by reason',
+      description:
+        'Partitions that changed hands: acquired, released (after a final checkpoint) or lost (the lease expired or was taken).',
+      targets: [
+        {
+          expr: `sum by (instance, reason) (increase(vigil_lease_handoffs_total{${I}}[${RATE}]))`,
+          legend: '{{instance}} {{reason}}',
+        },
+      ],
     },
     {
       title: 'Workers ready',
