@@ -15,6 +15,7 @@ import { notFound } from './errors.js';
 import { baseHeaders, errorHandler, jsonBody } from './http-support.js';
 import { OPENAPI } from './openapi.js';
 import type { ControlPlaneOptions } from './options.js';
+import { mountBacktestRoutes } from './routes-backtest.js';
 import { mountModelRoutes } from './routes-models.js';
 import { mountOpsRoutes } from './routes-ops.js';
 import { mountRuleRoutes } from './routes-rules.js';
@@ -81,6 +82,7 @@ export function createControlPlane(
   mountRuleRoutes(router, ctx);
   mountModelRoutes(router, ctx);
   mountOpsRoutes(router, ctx);
+  const backtests = mountBacktestRoutes(router, ctx);
   router.use((req, _res, next) => next(notFound('route', `${req.method} /v1${req.path}`)));
   router.use(errorHandler(logError));
 
@@ -104,6 +106,7 @@ export function createControlPlane(
       writer = new ControlWriter(js, l, options.limits, options.applyTimeoutMs);
     },
     async stop() {
+      backtests.cancelAll();
       await log?.stop();
       await nc?.close();
       log = undefined;

@@ -9,6 +9,9 @@ const code = await runCli(process.argv.slice(2), {
   env: process.env,
   cwd: process.cwd(),
   signal: abort.signal,
+  ...(process.stderr.isTTY
+    ? { progress: (t: string) => process.stderr.write(`\r\x1b[K${t}`) }
+    : {}),
 }).catch((e: unknown) => {
   process.stderr.write(`vigil: ${e instanceof Error ? e.message : String(e)}\n`);
   return 6;

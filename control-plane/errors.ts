@@ -85,7 +85,10 @@ export function invalid(what: string, problems: readonly Problem[]): ApiError {
 }
 
 /** 404 for a rule or model that does not exist. */
-export function notFound(kind: 'rule' | 'model' | 'version' | 'route', id: string): ApiError {
+export function notFound(
+  kind: 'rule' | 'model' | 'version' | 'route' | 'backtest',
+  id: string,
+): ApiError {
   return new ApiError(ApiErrorCode.NotFound, `there is no ${kind} "${id}"`, {
     details: { [kind]: id },
   });

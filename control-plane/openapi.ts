@@ -275,6 +275,55 @@ export const OPENAPI = {
         change(),
       ),
     },
+    '/backtest': {
+      post: op(
+        'Replay a range of EVENTS in-process through the rules in force at each event, and through a candidate rule set; nothing is published. 202 with a job id, or 200 with the result when "wait" is true. One at a time.',
+        'write',
+        { '200': ok('Finished (wait: true)'), '202': ok('Started'), ...errors(409, 422) },
+        {
+          requestBody: {
+            required: true,
+            content: json({
+              type: 'object',
+              properties: {
+                from: {
+                  type: 'object',
+                  description: '{"seq": n} or {"time": ISO-8601}; default the first record',
+                },
+                to: {
+                  type: 'object',
+                  description: '{"seq": n} or {"time": ISO-8601}; default the head',
+                },
+                candidate: {
+                  type: 'object',
+                  description:
+                    '{"rules", "models"?} (a whole rule set) or {"changes"} (applied to the rules in force)',
+                },
+                wait: { type: 'boolean' },
+                maxAlerts: {
+                  type: 'integer',
+                  description: 'alerts listed per side (all are counted); default 1000',
+                },
+              },
+            }),
+          },
+        },
+      ),
+    },
+    '/backtest/{id}': {
+      get: op(
+        'Progress, then the result, of a back-test',
+        'read',
+        { '200': ok('Job'), ...errors(404) },
+        { parameters: [idParam] },
+      ),
+      delete: op(
+        'Cancel a back-test',
+        'write',
+        { '200': ok('Job'), ...errors(404) },
+        { parameters: [idParam] },
+      ),
+    },
     '/status': {
       get: op(
         'Per partition: owner, applied control sequence, lag, watermark, last checkpoint; whether all run the latest version; activation latency',

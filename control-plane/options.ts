@@ -19,6 +19,11 @@ export interface ControlPlaneOptions {
   readonly natsUrl: string;
   /** The rule limits of the service: validation before publishing must judge as the shards do. */
   readonly limits: RuleLimits;
+  /** Partitions of `EVENTS` and the bounded out-of-orderness: a back-test replays as the shards judge. */
+  readonly partitions: number;
+  readonly outOfOrderMs: number;
+  /** Most `EVENTS` records one back-test reads. Default 1,000,000. */
+  readonly maxBacktestRecords: number;
   /** Bearer tokens. Default: none, and then every `/v1` request is refused with 401. */
   readonly tokens: readonly ApiToken[];
   /** Largest request body, except for models. Default 1 MiB. */
@@ -71,7 +76,7 @@ function checkTokens(raw: unknown[], where: string, problems: Problem[]): ApiTok
  * @throws ValidationError listing each problem.
  */
 export function resolveControlPlaneOptions(
-  service: Pick<VigilOptions, 'natsUrl' | 'limits'>,
+  service: Pick<VigilOptions, 'natsUrl' | 'limits' | 'partitions' | 'outOfOrderMs'>,
   overrides: Partial<ControlPlaneOptions> = {},
   env: NodeJS.ProcessEnv = process.env,
 ): ControlPlaneOptions {
@@ -109,6 +114,9 @@ export function resolveControlPlaneOptions(
   const merged: ControlPlaneOptions = {
     natsUrl: service.natsUrl,
     limits: service.limits,
+    partitions: service.partitions,
+    outOfOrderMs: service.outOfOrderMs,
+    maxBacktestRecords: overrides.maxBacktestRecords ?? 1_000_000,
     tokens: overrides.tokens ?? tokens,
     maxBodyBytes: overrides.maxBodyBytes ?? 1024 * 1024,
     maxModelBytes: overrides.maxModelBytes ?? service.limits.maxControlBytes,
@@ -129,7 +137,12 @@ export function resolveControlPlaneOptions(
     names.add(t.name);
     secrets.add(t.token);
   });
-  for (const k of ['maxBodyBytes', 'maxModelBytes', 'applyTimeoutMs'] as const) {
+  for (const k of [
+    'maxBodyBytes',
+    'maxModelBytes',
+    'applyTimeoutMs',
+    'maxBacktestRecords',
+  ] as const) {
     const v = merged[k];
     if (!Number.isSafeInteger(v) || v <= 0)
       problems.push({ pointer: `/${k}`, message: `${k} must be a positive integer, got ${v}` });

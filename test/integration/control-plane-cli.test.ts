@@ -211,6 +211,29 @@ describe('vigil CLI against a running service', () => {
     expect(tail.out).toMatch(new RegExp(`high\\s+cli-a@${v}\\s+c-5\\s+cli-a on c-5`));
   });
 
+  it('back-tests the log, with a candidate from files, and shows progress', async () => {
+    const plain = await vigilCmd(['backtest']);
+    expect(plain.code).toBe(0);
+    expect(plain.out).toMatch(/^\d+ records \(EVENTS 1\.\.\d+\): 1 alerts/);
+    expect(plain.out).toMatch(/cli-a\s+1/);
+    writeFileSync(join(dir, 'strict.json'), JSON.stringify(rule('cli-a', 1000)));
+    const progress: string[] = [];
+    let out = '';
+    const code = await runCli(['backtest', '-f', 'strict.json', '--from', '1'], {
+      out: (t) => (out += t),
+      err: () => undefined,
+      progress: (t) => progress.push(t),
+      env: { VIGIL_URL: vigil.url, VIGIL_TOKEN: tokens.write.token },
+      cwd: dir,
+    });
+    expect(code).toBe(0);
+    expect(out).toMatch(
+      /1 alerts from the rules in force, 0 from the candidate; 0 only from the candidate, 1 only from the rules in force/,
+    );
+    expect(out).toMatch(/cli-a\s+1\s+0/);
+    expect(progress.at(-1)).toBe('');
+  });
+
   it('runs as the vigil bin, with URL and token from the environment', async () => {
     const run = promisify(execFile);
     const bin = resolve(import.meta.dirname, '../../control-plane/vigil.mjs');

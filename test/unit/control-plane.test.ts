@@ -11,7 +11,12 @@ import {
 } from '../../control-plane/index.js';
 import { DEFAULT_LIMITS, ValidationError } from '../../rules/index.js';
 
-const service = { natsUrl: 'nats://127.0.0.1:4222', limits: DEFAULT_LIMITS };
+const service = {
+  natsUrl: 'nats://127.0.0.1:4222',
+  limits: DEFAULT_LIMITS,
+  partitions: 16,
+  outOfOrderMs: 1000,
+};
 const secret = (c: string) => c.repeat(20);
 
 describe('control plane options', () => {
