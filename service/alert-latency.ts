@@ -1,4 +1,4 @@
-import { DeliverPolicy, type JetStreamClient } from '@nats-io/jetstream';
+import { DeliverPolicy, type ConsumerMessages, type JetStreamClient } from '@nats-io/jetstream';
 import { Histogram, type Registry } from 'prom-client';
 import { Streams } from './subjects.js';
 
@@ -22,9 +22,12 @@ export async function followAlertLatency(
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
     registers: [registry],
   });
-  const consumer = await js.consumers.get(Streams.alerts, { deliver_policy: DeliverPolicy.New });
-  const messages = await consumer.consume();
-  const done = (async () => {
+  let stopped = false;
+  let messages: ConsumerMessages | undefined;
+  const follow = async (): Promise<void> => {
+    const consumer = await js.consumers.get(Streams.alerts, { deliver_policy: DeliverPolicy.New });
+    messages = await consumer.consume();
+    if (stopped) return void (await messages.close());
     for await (const m of messages) {
       let alert: { ts?: unknown; partition?: unknown };
       try {
@@ -37,10 +40,19 @@ export async function followAlertLatency(
       const stored = Number(m.info.timestampNanos / 1_000_000);
       latency.observe(Math.max(0, stored - alert.ts) / 1000);
     }
+  };
+  // A metric must never take the service down: if following fails (NATS away at the wrong
+  // moment), start again from new alerts a little later.
+  const done = (async () => {
+    while (!stopped) {
+      await follow().catch(() => undefined);
+      if (!stopped) await new Promise((r) => setTimeout(r, 1000));
+    }
   })();
   return {
     async stop() {
-      await messages.close();
+      stopped = true;
+      await messages?.close();
       await done;
     },
   };
