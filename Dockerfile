@@ -29,6 +29,9 @@ COPY --from=build /app/control-plane ./control-plane
 COPY --from=build /app/scripts ./scripts
 COPY --from=build /app/config ./config
 # The image's files belong to root and are read-only for the service, which runs as "node".
+# Only .vigil/ is its own: without VIGIL_API_TOKENS, start.ts writes a session admin token there
+# (docker compose exec vigil cat .vigil/api-token).
+RUN mkdir /app/.vigil && chown node:node /app/.vigil
 USER node
 EXPOSE 8080
 # Ready = every worker caught up with CONTROL and checkpointing (what /readyz answers 200 for).

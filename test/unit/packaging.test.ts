@@ -148,6 +148,16 @@ describe('Dockerfile', () => {
     expect(user).not.toMatch(/^USER (root|0)\b/);
   });
 
+  it('gives the service user the one folder start.ts writes to', () => {
+    // start.ts writes .vigil/api-token when no API tokens are configured; /app is root's.
+    expect(readFileSync('scripts/start.ts', 'utf8')).toContain('.vigil/api-token');
+    const user = final.lines
+      .filter((l) => l.startsWith('USER '))
+      .at(-1)
+      ?.slice(5);
+    expect(final.lines).toContain(`RUN mkdir /app/.vigil && chown ${user}:${user} /app/.vigil`);
+  });
+
   it('keeps only production dependencies in the final image', () => {
     const build = stages.slice(0, -1).flatMap((s) => s.lines);
     expect(build.some((l) => /^RUN npm (prune|ci)\b.*--omit=dev/.test(l))).toBe(true);
