@@ -33,7 +33,8 @@ describe('Prometheus scraping a running service', () => {
 
   beforeAll(async () => {
     servers = await startTestServers({ partitions, redis: true });
-    ({ service } = await startTestService(servers, { partitions }));
+    // A cap of one rule label, so the overflow into rule="_other" shows with the demo rules.
+    ({ service } = await startTestService(servers, { partitions, metricsMaxRuleLabels: 1 }));
     await publishDemoRules(servers.nc);
     producer = startDemoProducer(servers.nc);
     // One bad event, so the dead-letter counter has a series too.
@@ -81,6 +82,34 @@ describe('Prometheus scraping a running service', () => {
     );
     const dlq = await query('sum by (reason) (vigil_dlq_total)');
     expect(dlq.result.map((s) => s.metric.reason)).toContain('not-json');
+  });
+
+  it('the process-wide metrics: CONTROL head, keyed state from Redis, rule label cap', async () => {
+    await eventually(
+      async () => {
+        const v = await query('sum by (rule) (vigil_alerts_total)');
+        return v.result.some((s) => s.metric.rule === '_other');
+      },
+      30_000,
+      'alerts of a second rule to be counted as rule="_other"',
+    );
+    const rules = (await query('sum by (rule) (vigil_alerts_total)')).result.map(
+      (s) => s.metric.rule,
+    );
+    expect(rules).toHaveLength(2);
+    const head = await query('vigil_control_seq_head');
+    const applied = await query('min(vigil_control_seq_applied)');
+    // The demo rules are all valid: every partition has the head in force.
+    expect(Number(head.result[0]?.value[1])).toBeGreaterThan(0);
+    expect(applied.result[0]?.value[1]).toBe(head.result[0]?.value[1]);
+    await eventually(
+      async () => {
+        const v = await query('sum(vigil_state_keys) > 0 and sum(vigil_state_bytes) > 0');
+        return v.result.length > 0;
+      },
+      30_000,
+      'checkpointed keyed state to show in vigil_state_keys and vigil_state_bytes',
+    );
   });
 
   it('the target is up and every alerting rule evaluates without error', async () => {
