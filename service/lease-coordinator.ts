@@ -148,6 +148,8 @@ export class LeaseCoordinator {
     try {
       locked = await this.store.lock(this.o.ttlMs);
       if (!locked || this.stopping) return;
+      // Membership as of now, under the lock: a process that joined since the last tick counts.
+      this.members = await this.store.heartbeat();
       const me = this.store.instanceId;
       const holders = await this.store.holders(this.o.partitions);
       // Leases of an older incarnation of this instance (this process restarted): take them back now.

@@ -371,12 +371,17 @@ async function main(init: WorkerInit): Promise<void> {
         // Stop reading, finish the record in flight, then a final checkpoint (it waits for
         // every alert to be acknowledged) so that the next owner replays nothing.
         await own.runner?.stop();
+        // A periodic checkpoint under way may have been taken before the last records: a
+        // second one covers them (and costs nothing when there is nothing new).
+        await own.checkpointer?.checkpoint();
         checkpointed = (await own.checkpointer?.checkpoint()) ?? own.runner !== undefined;
         await own.checkpointer?.close();
       } else {
-        // The lease is gone: no more records, alerts, markers or checkpoints from here.
-        await own.checkpointer?.close();
+        // The lease is gone: no more records, alerts, markers or checkpoints from here. Closing
+        // the checkpointer first also lets a partition held back by backpressure stop.
+        const closing = own.checkpointer?.close();
         await own.runner?.stop();
+        await closing;
       }
       owned.delete(p);
       applied.delete(p);
@@ -421,7 +426,8 @@ async function main(init: WorkerInit): Promise<void> {
           Math.max(5000, o.checkpointIntervalMs),
         )
       : undefined;
-  await refreshCheckpointedSeqs().catch(() => undefined);
+  // Not awaited: with Redis away the worker still starts (nothing is released until it answers).
+  void refreshCheckpointedSeqs().catch(() => undefined);
 
   // Idle partitions with pending timers get a tick, so absence rules fire on a quiet stream.
   const ticker =
