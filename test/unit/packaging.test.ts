@@ -16,6 +16,7 @@ interface ComposeService {
   environment?: Record<string, string>;
   volumes?: string[];
   ports?: string[];
+  depends_on?: unknown;
 }
 
 const compose = parse(readFileSync('docker-compose.yml', 'utf8')) as {
@@ -58,6 +59,11 @@ describe('docker-compose.yml', () => {
       ['grafana', 'nats', 'prometheus', 'redis', 'vigil'].sort(),
     );
     expect(service('vigil').build).toBe('.');
+    // The service exits when NATS is not there at start-up: it waits for healthy servers.
+    expect(service('vigil').depends_on).toEqual({
+      nats: { condition: 'service_healthy' },
+      redis: { condition: 'service_healthy' },
+    });
   });
 
   it('mounts only paths that exist, and declares every named volume', () => {
@@ -88,8 +94,14 @@ describe('docker-compose.yml', () => {
     expect(exe).toBeDefined();
     const hostPaths = new Map(mounts('nats').map(([s, t]) => [t, resolve(s)]));
     const port = await freePort();
-    const [, ...args] = (service('nats').command ?? []).map((a) =>
-      a === '0.0.0.0' ? '127.0.0.1' : (hostPaths.get(a) ?? a),
+    const monitor = await freePort();
+    const command = service('nats').command ?? [];
+    const [, ...args] = command.map((a, i) =>
+      a === '0.0.0.0'
+        ? '127.0.0.1'
+        : command[i - 1] === '--http_port'
+          ? String(monitor)
+          : (hostPaths.get(a) ?? a),
     );
     const dir = mkdtempSync(join(tmp, 'nats-'));
     const child = spawn(exe ?? 'nats-server', [...args, '--port', String(port)], { cwd: dir });
@@ -103,6 +115,12 @@ describe('docker-compose.yml', () => {
       expect(out).toMatch(/Server is ready/);
       expect(out).toMatch(/Starting JetStream/);
       expect(existsSync(join(dir, '.vigil/nats/jetstream'))).toBe(true);
+      // What the compose healthcheck asks for, on the monitoring port the command opens.
+      const health = (service('nats') as { healthcheck?: { test: string[] } }).healthcheck;
+      const url = new URL(health?.test.at(-1) ?? '');
+      expect(url.port).toBe(command[command.indexOf('--http_port') + 1]);
+      url.port = String(monitor);
+      expect((await fetch(url)).status).toBe(200);
     } finally {
       child.kill('SIGTERM');
       await exited;
