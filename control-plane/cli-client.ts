@@ -1,5 +1,5 @@
 import { existsSync, readFileSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 
 /** Exit codes of `vigil`: a script can tell what went wrong without reading the message. */
 export const EXIT = {
@@ -33,19 +33,55 @@ export class CliError extends Error {
 export interface ClientSettings {
   readonly url: string;
   readonly token: string | undefined;
+  /** NATS, for `alerts tail`. */
+  readonly nats: string;
 }
 
-/** URL and token: flags, then `VIGIL_URL` / `VIGIL_TOKEN` (or `VIGIL_TOKEN_FILE`), then `.vigil/api-token` of `npm start`. */
+/** A CLI config file (`--config`, `VIGIL_CLI_CONFIG`, default `~/.config/vigil/cli.json`). */
+interface CliConfigFile {
+  readonly url?: string;
+  readonly token?: string;
+  readonly nats?: string;
+}
+
+function configFile(path: string | undefined, env: NodeJS.ProcessEnv): CliConfigFile {
+  const explicit = path ?? env.VIGIL_CLI_CONFIG;
+  const file = explicit ?? (env.HOME ? join(env.HOME, '.config/vigil/cli.json') : undefined);
+  if (file === undefined || (explicit === undefined && !existsSync(file))) return {};
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (e) {
+    throw new CliError(EXIT.usage, `cannot read the config file ${file}: ${(e as Error).message}`);
+  }
+  const c = (typeof raw === 'object' && raw !== null ? raw : {}) as Record<string, unknown>;
+  for (const k of Object.keys(c))
+    if (!['url', 'token', 'nats'].includes(k) || typeof c[k] !== 'string')
+      throw new CliError(
+        EXIT.usage,
+        `${file}: "${k}" is not a setting; use {"url", "token", "nats"} (strings)`,
+      );
+  return c as CliConfigFile;
+}
+
+/**
+ * URL, token and NATS URL: flags, then the environment (`VIGIL_URL`, `VIGIL_TOKEN` or
+ * `VIGIL_TOKEN_FILE`, `NATS_URL`), then the config file, then `.vigil/api-token` of `npm start`.
+ */
 export function clientSettings(
-  flags: { url?: string; token?: string },
+  flags: { url?: string; token?: string; nats?: string; config?: string },
   env: NodeJS.ProcessEnv,
   cwd: string,
 ): ClientSettings {
-  const url = (flags.url ?? env.VIGIL_URL ?? 'http://127.0.0.1:8080').replace(/\/+$/, '');
+  const c = configFile(flags.config === undefined ? undefined : resolve(cwd, flags.config), env);
+  const url = (flags.url ?? env.VIGIL_URL ?? c.url ?? 'http://127.0.0.1:8080').replace(/\/+$/, '');
   let token = flags.token ?? env.VIGIL_TOKEN;
-  const file = env.VIGIL_TOKEN_FILE ?? resolve(cwd, '.vigil/api-token');
-  if (token === undefined && existsSync(file)) token = readFileSync(file, 'utf8').trim();
-  return { url, token };
+  if (token === undefined && env.VIGIL_TOKEN_FILE !== undefined)
+    token = readFileSync(env.VIGIL_TOKEN_FILE, 'utf8').trim();
+  token ??= c.token;
+  const local = resolve(cwd, '.vigil/api-token');
+  if (token === undefined && existsSync(local)) token = readFileSync(local, 'utf8').trim();
+  return { url, token, nats: flags.nats ?? env.NATS_URL ?? c.nats ?? 'nats://127.0.0.1:4222' };
 }
 
 const statusExit = (status: number): ExitCode =>

@@ -31,6 +31,7 @@ export const OPTIONS = {
   'from-start': { type: 'boolean' },
   limit: { type: 'string' },
   nats: { type: 'string' },
+  config: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 

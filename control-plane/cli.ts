@@ -31,7 +31,8 @@ export const USAGE = `vigil — the Vigil control plane from the command line
   vigil alerts tail [--rule id] [--severity s] [--from-start] [--limit n] [--nats url]
 
 Options: --url (VIGIL_URL, default http://127.0.0.1:8080), --token (VIGIL_TOKEN, VIGIL_TOKEN_FILE,
-or .vigil/api-token from npm start), --json (machine-readable output), --reason (recorded with the
+or .vigil/api-token from npm start), --config <file> (VIGIL_CLI_CONFIG, default
+~/.config/vigil/cli.json: {"url", "token", "nats"}), --json (machine-readable output), --reason (recorded with the
 change), --expect <version> (optimistic concurrency).
 Exit codes: 0 ok, 1 not valid, 2 usage, 3 auth, 4 not found, 5 conflict, 6 unavailable.`;
 
@@ -182,7 +183,7 @@ async function status(s: ClientSettings, f: Flags, io: CliIo): Promise<number> {
 }
 
 /** Follows ALERTS on NATS directly (alerts are not in the REST API): new ones, or all with --from-start. */
-async function alertsTail(f: Flags, p: string[], io: CliIo): Promise<number> {
+async function alertsTail(s: ClientSettings, f: Flags, p: string[], io: CliIo): Promise<number> {
   if (p[1] !== 'tail')
     throw new CliError(
       EXIT.usage,
@@ -190,7 +191,7 @@ async function alertsTail(f: Flags, p: string[], io: CliIo): Promise<number> {
     );
   const limit = f.limit === undefined ? Infinity : Number(f.limit);
   if (!(limit > 0)) throw new CliError(EXIT.usage, '--limit must be a positive number');
-  const servers = f.nats ?? io.env.NATS_URL ?? 'nats://127.0.0.1:4222';
+  const servers = s.nats;
   const nc = await connect({ servers }).catch((e: Error) => {
     throw new CliError(
       EXIT.unavailable,
@@ -243,8 +244,8 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
     (f.help ? io.out : io.err)(USAGE);
     return f.help ? EXIT.ok : EXIT.usage;
   }
-  const s = clientSettings(f, io.env, io.cwd);
   try {
+    const s = clientSettings(f, io.env, io.cwd);
     switch (p[0]) {
       case 'rules':
         return await rules(s, f, p, io);
@@ -259,7 +260,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
       case 'backtest':
         return await backtest(s, f, io);
       case 'alerts':
-        return await alertsTail(f, p, io);
+        return await alertsTail(s, f, p, io);
       default:
         throw new CliError(EXIT.usage, `unknown command "${p[0]}"\n\n${USAGE}`);
     }

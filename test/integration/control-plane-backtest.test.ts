@@ -207,6 +207,11 @@ describe('back-test', () => {
     );
     const replayed = (job.result.current.list as Alert[]).filter((a) => a.ruleId === 'big');
     expect(replayed.map((a) => a.id).sort()).toEqual(live.map((a) => a.id).sort());
+    // Cancelling a finished run changes nothing; an unknown one is 404.
+    const del = await api('DELETE', `/backtest/${started.body.id}`, { token: W });
+    expect(del.status).toBe(200);
+    expect(del.body.status).toBe('done');
+    expect((await api('DELETE', '/backtest/nope', { token: W })).status).toBe(404);
     expect((await api('POST', '/backtest', { token: R, body: {} })).status).toBe(403);
     expect((await api('GET', '/backtest/nope', { token: R })).status).toBe(404);
     expect(

@@ -234,6 +234,27 @@ describe('vigil CLI against a running service', () => {
     expect(progress.at(-1)).toBe('');
   });
 
+  it('reads URL and token from a config file, and says what is wrong with a bad one', async () => {
+    const file = join(dir, 'cli.json');
+    writeFileSync(file, JSON.stringify({ url: vigil.url, token: tokens.read.token }));
+    const io = (env: NodeJS.ProcessEnv) => {
+      const r = { out: '', err: '' };
+      return {
+        r,
+        io: { out: (t: string) => (r.out += t), err: (t: string) => (r.err += t), env, cwd: dir },
+      };
+    };
+    const a = io({ VIGIL_CLI_CONFIG: file });
+    expect(await runCli(['rules', 'list', '--json'], a.io)).toBe(0);
+    expect(JSON.parse(a.r.out).rules.length).toBeGreaterThan(0);
+    const b = io({ HOME: dir });
+    expect(await runCli(['rules', 'list', '--config', 'cli.json'], b.io)).toBe(0);
+    writeFileSync(file, JSON.stringify({ url: vigil.url, tokn: 'x' }));
+    const c = io({});
+    expect(await runCli(['rules', 'list', '--config', file], c.io)).toBe(2);
+    expect(c.r.err).toMatch(/"tokn" is not a setting/);
+  });
+
   it('runs as the vigil bin, with URL and token from the environment', async () => {
     const run = promisify(execFile);
     const bin = resolve(import.meta.dirname, '../../control-plane/vigil.mjs');
