@@ -36,9 +36,11 @@ export interface LeaseHolder {
 // checkpoint script reads: a write with an older token is refused by Redis itself.
 // Member entries are "<incarnation> <expires at ms, Redis clock>" in one hash.
 
-// KEYS: lease, token counter, members. ARGV: instance, incarnation, ttl ms.
+// KEYS: lease, token counter, members, checkpoint meta hash. ARGV: instance, incarnation, ttl ms.
 // Returns the token, or nil when another instance holds the lease. A lease held by an older
 // incarnation of the same instance (a restarted process) is taken over at once, with a new token.
+// A new token is also above the one stored with the checkpoint, should the counter have been
+// lost (Redis restored from an older snapshot): else every write of the new owner would be fenced.
 const ACQUIRE = `
 local m = redis.call('HGET', KEYS[3], ARGV[1])
 if not m or string.match(m, '^(%S+)') ~= ARGV[2] then return redis.error_reply('VIGIL_REPLACED') end
@@ -52,6 +54,11 @@ if v then
   end
 end
 local token = redis.call('INCR', KEYS[2])
+local stored = tonumber(redis.call('HGET', KEYS[4], 'fence') or '0')
+if token <= stored then
+  token = stored + 1
+  redis.call('SET', KEYS[2], token)
+end
 redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. token, 'PX', ARGV[3])
 return token
 `;
@@ -140,6 +147,8 @@ export const leaseKeys = {
   token: (p: number, prefix = 'vigil:'): string => `${prefix}lease:${p}:token`,
   members: (prefix = 'vigil:'): string => `${prefix}members`,
   rebalance: (prefix = 'vigil:'): string => `${prefix}rebalance`,
+  /** The checkpoint's meta hash (checkpoint-store.ts), whose `fence` field a new token exceeds. */
+  checkpoint: (p: number, prefix = 'vigil:'): string => `${prefix}p:${p}`,
 } as const;
 
 /**
@@ -167,7 +176,7 @@ export class RedisLeaseStore {
     this.redis.on('error', () => {
       // Reconnects by itself; failures surface on the commands.
     });
-    this.redis.defineCommand('vigilAcquire', { numberOfKeys: 3, lua: ACQUIRE });
+    this.redis.defineCommand('vigilAcquire', { numberOfKeys: 4, lua: ACQUIRE });
     this.redis.defineCommand('vigilRenew', { numberOfKeys: 1, lua: RENEW });
     this.redis.defineCommand('vigilRelease', { numberOfKeys: 1, lua: RELEASE });
     this.redis.defineCommand('vigilHeartbeat', { numberOfKeys: 1, lua: HEARTBEAT });
@@ -237,6 +246,7 @@ export class RedisLeaseStore {
         leaseKeys.lease(p, this.prefix),
         leaseKeys.token(p, this.prefix),
         leaseKeys.members(this.prefix),
+        leaseKeys.checkpoint(p, this.prefix),
         this.instanceId,
         this.incarnation,
         this.ttlMs,

@@ -110,7 +110,7 @@ async function main(init: WorkerInit): Promise<void> {
     } else if (m.op === 'start-partition') {
       inOrder(m.partition, async () => {
         await ready;
-        await startPartition(m, true);
+        await startPartition(m, true).catch(crash);
       });
     } else if (m.op === 'stop-partition') {
       const own = owned.get(m.partition);
@@ -338,9 +338,12 @@ async function main(init: WorkerInit): Promise<void> {
           fence: () => own.token,
           onFenced: () => {
             // A newer owner holds the lease: stop now, without a checkpoint.
+            if (own.dropped) return;
             own.dropped = true;
             markerPartitions.delete(p);
-            inOrder(p, () => stopPartition(p, 'fenced'));
+            inOrder(p, async () => {
+              if (owned.get(p) === own) await stopPartition(p, 'fenced');
+            });
           },
           maxUncheckpointed: o.maxUncheckpointedRecords,
           timeoutMs: Math.max(2000, 5 * o.checkpointIntervalMs),
@@ -473,7 +476,15 @@ async function main(init: WorkerInit): Promise<void> {
     port.close();
   }
 
-  for (const grant of init.partitions) inOrder(grant.partition, () => startPartition(grant, false));
+  const crash = (err: unknown): void => {
+    // A partition that cannot start would be held and never run: end the thread, as a crash
+    // would; the pool restarts it and the restore is tried again.
+    setImmediate(() => {
+      throw err;
+    });
+  };
+  for (const grant of init.partitions)
+    inOrder(grant.partition, () => startPartition(grant, false).catch(crash));
   metrics.ready.set({ worker: w }, 1);
   post({ op: 'ready' });
   setUp();

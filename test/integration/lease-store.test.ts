@@ -119,6 +119,19 @@ describe('partition leases (real redis-server)', () => {
     expect(await checkpoints.loadControlSeqs(6)).toEqual([0, 0, 0, 0, 0, 0]);
   });
 
+  it('a new token exceeds the one stored with the checkpoint, even if the counter was lost', async () => {
+    const pre = prefix();
+    const checkpoints = new RedisCheckpointStore(redis.url, pre);
+    stores.push(checkpoints);
+    // A checkpoint written under token 7, and no counter (Redis restored from an older snapshot).
+    await checkpoints.save(1, parts(10), 7);
+    const a = await leaseStore(pre, 'a', 'i1', 5000);
+    const token = await a.acquire(1);
+    expect(token).toBe(8);
+    await checkpoints.save(1, parts(11), token ?? 0);
+    expect((await checkpoints.load(1))?.offset).toBe(11);
+  });
+
   it('a restarted process (same instance id) takes its leases back at once with new tokens; the old incarnation is refused', async () => {
     const pre = prefix();
     const old = await leaseStore(pre, 'a', 'i1', 10_000);
