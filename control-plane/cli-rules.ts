@@ -24,6 +24,8 @@ export async function rules(s: ClientSettings, f: Flags, p: string[], io: CliIo)
     case 'apply': {
       const list = rulesIn(readJsonFiles(f.file, io.cwd));
       if (list.length === 0) throw new CliError(EXIT.usage, 'no rules in the files named');
+      if (list.length > 1 && f.expect !== undefined)
+        throw new CliError(EXIT.usage, "--expect names one rule's version: apply one rule with it");
       const res =
         list.length === 1
           ? await call(

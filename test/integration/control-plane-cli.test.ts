@@ -139,6 +139,7 @@ describe('vigil CLI against a running service', () => {
     expect(forbidden.err).toMatch(/"write" role/);
     expect((await vigilCmd(['rules', 'frobnicate'])).code).toBe(2);
     expect((await vigilCmd(['rules', 'apply', '-f', 'nope.json'])).code).toBe(2);
+    expect((await vigilCmd(['rules', 'apply', '-f', 'rules', '--expect', '1'])).code).toBe(2);
   });
 
   it('validates files (exit 1 with every problem), manages models, explains and reports status', async () => {
