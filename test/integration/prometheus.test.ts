@@ -157,6 +157,7 @@ describe('Prometheus scraping a running service', () => {
     const ops = readFileSync('docs/operations.md', 'utf8');
     for (const m of exposition.matchAll(/^# TYPE (vigil_\S+) /gm))
       expect(ops, `docs/operations.md does not describe ${m[1]}`).toContain(`\`${m[1]}\``);
+    // Ours only: prom-client's own nodejs_active_*_total gauges break the _total convention.
     const vigilOnly = exposition
       .split('\n')
       .filter((l) => /^(# (HELP|TYPE) )?vigil_/.test(l))
