@@ -282,6 +282,31 @@ describe('ownership across processes: leases with fencing tokens', () => {
     }
   });
 
+  it('a process restarted under the same instance id takes its partitions back at once, not after the lease TTL', async () => {
+    const P = 4;
+    const s = (servers = await startTestServers({ partitions: P, redis: true }));
+    const long = { VIGIL_LEASE_TTL_MS: '20000', VIGIL_LEASE_RENEW_MS: '1000' };
+    const first = member(s, P, 'proc-a', long);
+    await first.ready();
+    await balanced([first], P);
+    await first.kill('SIGKILL');
+    const restartedAt = Date.now();
+    const again = member(s, P, 'proc-a', long);
+    await again.ready();
+    const [held] = await balanced([again], P);
+    expect(held).toEqual([0, 1, 2, 3]);
+    const backMs = Date.now() - restartedAt;
+    console.log(`restart under the same id: partitions back ${backMs} ms after the new start`);
+    // Process start-up (a few seconds here) plus one renewal; far below the 20 s TTL.
+    expect(backMs).toBeLessThan(10_000);
+    // Another instance id gets nothing until the TTL: the dead one's leases still count.
+    await again.kill('SIGKILL');
+    const other = member(s, P, 'proc-z', long);
+    await other.ready();
+    await new Promise((r) => setTimeout(r, 2000));
+    expect((await holding(other)).held).toEqual([]);
+  });
+
   it('balanced assignment: 1 → 2 → 3 processes and back to 2; only the partitions that must move do, each after a final checkpoint', async () => {
     const P = 8;
     const s = (servers = await startTestServers({ partitions: P, redis: true }));
