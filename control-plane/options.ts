@@ -22,6 +22,8 @@ export interface ControlPlaneOptions {
   /** Partitions of `EVENTS` and the bounded out-of-orderness: a back-test replays as the shards judge. */
   readonly partitions: number;
   readonly outOfOrderMs: number;
+  /** This process among those sharing the partitions (the service's `instanceId`), shown by status. */
+  readonly instanceId: string;
   /** Most `EVENTS` records one back-test reads. Default 1,000,000. */
   readonly maxBacktestRecords: number;
   /** Bearer tokens. Default: none, and then every `/v1` request is refused with 401. */
@@ -76,7 +78,8 @@ function checkTokens(raw: unknown[], where: string, problems: Problem[]): ApiTok
  * @throws ValidationError listing each problem.
  */
 export function resolveControlPlaneOptions(
-  service: Pick<VigilOptions, 'natsUrl' | 'limits' | 'partitions' | 'outOfOrderMs'>,
+  service: Pick<VigilOptions, 'natsUrl' | 'limits' | 'partitions' | 'outOfOrderMs'> &
+    Partial<Pick<VigilOptions, 'instanceId'>>,
   overrides: Partial<ControlPlaneOptions> = {},
   env: NodeJS.ProcessEnv = process.env,
 ): ControlPlaneOptions {
@@ -116,6 +119,7 @@ export function resolveControlPlaneOptions(
     limits: service.limits,
     partitions: service.partitions,
     outOfOrderMs: service.outOfOrderMs,
+    instanceId: service.instanceId ?? '',
     maxBacktestRecords: overrides.maxBacktestRecords ?? 1_000_000,
     tokens: overrides.tokens ?? tokens,
     maxBodyBytes: overrides.maxBodyBytes ?? 1024 * 1024,

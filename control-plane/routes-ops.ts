@@ -51,26 +51,33 @@ export function mountOpsRoutes(router: Router, ctx: ApiContext): void {
       const checkpointOffset = byPartition(metrics, 'vigil_checkpoint_offset');
       const latest = log.latestAccepted;
       const workers = pool?.status() ?? [];
-      const partitions = workers
+      const instance = ctx.options.instanceId;
+      const held = workers
         .flatMap((w) => w.partitions.map((p) => ({ p, w })))
-        .sort((a, b) => a.p - b.p)
-        .map(({ p, w }) => {
-          const at = checkpointAt.get(p);
-          return {
-            partition: p,
-            owner: `worker ${w.worker}`,
-            ready: w.ready,
-            controlSeqApplied: applied.get(p) ?? 0,
-            onLatest: (applied.get(p) ?? 0) >= latest,
-            offset: offset.get(p) ?? 0,
-            lag: lag.get(p) ?? 0,
-            watermarkLagSeconds: watermarkLag.get(p) ?? null,
-            lastCheckpoint: at === undefined || at === 0 ? null : new Date(at * 1000).toISOString(),
-            checkpointOffset: checkpointOffset.get(p) ?? null,
-          };
-        });
+        .sort((a, b) => a.p - b.p);
+      const partitions = held.map(({ p, w }) => {
+        const at = checkpointAt.get(p);
+        return {
+          partition: p,
+          owner: instance ? `${instance} worker ${w.worker}` : `worker ${w.worker}`,
+          ready: w.ready,
+          controlSeqApplied: applied.get(p) ?? 0,
+          onLatest: (applied.get(p) ?? 0) >= latest,
+          offset: offset.get(p) ?? 0,
+          lag: lag.get(p) ?? 0,
+          watermarkLagSeconds: watermarkLag.get(p) ?? null,
+          lastCheckpoint: at === undefined || at === 0 ? null : new Date(at * 1000).toISOString(),
+          checkpointOffset: checkpointOffset.get(p) ?? null,
+        };
+      });
+      const here = new Set(held.map((h) => h.p));
       res.json({
         ready: pool?.ready ?? false,
+        instance,
+        // With several processes sharing the partitions, each reports those it holds.
+        notHeldHere: Array.from({ length: ctx.options.partitions }, (_, p) => p).filter(
+          (p) => !here.has(p),
+        ),
         controlSeq: log.seq,
         latestAcceptedControlSeq: latest,
         allOnLatest: partitions.length > 0 && partitions.every((p) => p.onLatest),

@@ -532,10 +532,12 @@ describe('REST API: explain, status, stats, OpenAPI', () => {
     const st = (await api('GET', '/status', { token: R })).body;
     expect(st.partitions[0]).toMatchObject({
       partition: 0,
-      owner: 'worker 0',
+      owner: `${st.instance} worker 0`,
       controlSeqApplied: st.latestAcceptedControlSeq,
       onLatest: true,
     });
+    expect(st.instance).toMatch(/:0$/); // <hostname>:<httpPort>, the service's default instanceId
+    expect(st.notHeldHere).toEqual([]);
     expect(st.activationSeconds.count).toBeGreaterThan(0);
     expect(st.activationSeconds.p99).toBeGreaterThan(0);
     const stats = await api('GET', '/rules/roll/stats', { token: R });
