@@ -446,6 +446,22 @@ const partitions = dashboard(
       ],
     },
     {
+      title: 'Worker event-loop delay (worst worker)',
+      description:
+        'Event-loop delay of the worst worker thread between scrapes. Long turns delay acks, control messages, checkpoints and lease renewals.',
+      unit: 's',
+      targets: [
+        {
+          expr: `max by (instance) (vigil_worker_event_loop_delay_p99_seconds{${I}})`,
+          legend: 'p99 {{instance}}',
+        },
+        {
+          expr: `max by (instance) (vigil_worker_event_loop_delay_max_seconds{${I}})`,
+          legend: 'max {{instance}}',
+        },
+      ],
+    },
+    {
       title: 'Worker restarts, last hour',
       description:
         'Worker threads that died and were restarted (their partitions replay from checkpoints).',
