@@ -142,9 +142,10 @@ function dashboard(uid: string, title: string, description: string, specs: Panel
           query: { query: 'label_values(vigil_worker_ready, instance)', refId: 'instance' },
           definition: 'label_values(vigil_worker_ready, instance)',
           refresh: 2,
+          // No allValue: "All" is then the regex of the listed (Vigil) instances, so process_*
+          // and nodejs_* panels do not pick up other jobs' processes.
           includeAll: true,
           multi: true,
-          allValue: '.*',
           current: { selected: true, text: ['All'], value: ['$__all'] },
           sort: 1,
         },
