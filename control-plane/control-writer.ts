@@ -24,6 +24,8 @@ const encoder = new TextEncoder();
  */
 export class ControlWriter {
   private tail: Promise<unknown> = Promise.resolve();
+  /** Publishes JetStream refused because another change got into `CONTROL` first. */
+  conflicts = 0;
 
   constructor(
     private readonly js: JetStreamClient,
@@ -77,6 +79,7 @@ export class ControlWriter {
           e instanceof JetStreamApiError &&
           e.code === JetStreamApiCodes.StreamWrongLastSequence
         ) {
+          this.conflicts++;
           await this.catchUp();
           continue;
         }
