@@ -43,6 +43,7 @@ export class Checkpointer {
   private needFull = false;
   private failing = false;
   private closed = false;
+  private draining = false;
   private readonly p: string;
 
   constructor(
@@ -76,9 +77,21 @@ export class Checkpointer {
     await this.running;
   }
 
+  /**
+   * `admit` no longer holds the partition back (checkpoints go on): the partition is being
+   * stopped, and must reach its final checkpoint even while Redis is away.
+   */
+  drain(): void {
+    this.draining = true;
+  }
+
   /** Backpressure: waits, retrying checkpoints, while too many records are not covered by one. */
   async admit(): Promise<void> {
-    while (!this.closed && this.state().offset - this.lastOffset >= this.o.maxUncheckpointed) {
+    while (
+      !this.closed &&
+      !this.draining &&
+      this.state().offset - this.lastOffset >= this.o.maxUncheckpointed
+    ) {
       if (await this.checkpoint()) continue;
       await new Promise((r) => setTimeout(r, 200));
     }

@@ -373,6 +373,7 @@ async function main(init: WorkerInit): Promise<void> {
       if (reason === 'released') {
         // Stop reading, finish the record in flight, then a final checkpoint (it waits for
         // every alert to be acknowledged) so that the next owner replays nothing.
+        own.checkpointer?.drain();
         await own.runner?.stop();
         // A periodic checkpoint under way may have been taken before the last records: a
         // second one covers them (and costs nothing when there is nothing new).
