@@ -212,6 +212,17 @@ describe('back-test', () => {
     expect(del.status).toBe(200);
     expect(del.body.status).toBe('done');
     expect((await api('DELETE', '/backtest/nope', { token: W })).status).toBe(404);
+    // By store time: from the first record stored at or after that millisecond.
+    const at = (await servers.jsm.streams.getMessage('EVENTS', { seq: from }))?.time as Date;
+    const byTime = await api('POST', '/backtest', {
+      token: W,
+      body: { wait: true, from: { time: at.toISOString() }, to: { seq: from + 10 } },
+    });
+    expect(byTime.status).toBe(200);
+    const range = byTime.body.result.range;
+    expect(range.fromSeq).toBeLessThanOrEqual(from);
+    expect(range.toSeq).toBe(from + 10);
+    expect(range.records).toBe(range.toSeq - range.fromSeq + 1);
     expect((await api('POST', '/backtest', { token: R, body: {} })).status).toBe(403);
     expect((await api('GET', '/backtest/nope', { token: R })).status).toBe(404);
     expect(
