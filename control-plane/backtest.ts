@@ -107,6 +107,11 @@ export async function runBacktest(
     current: { alerts: 0, perRule: {}, list: [] },
   };
   if (head === 0 || fromSeq > toSeq) return empty;
+  // A start time after the last record would leave the consumer waiting for records yet to come.
+  if (req.range.fromTime !== undefined && req.range.fromSeq === undefined) {
+    const last = await jsm.streams.getMessage(Streams.events, { seq: head }).catch(() => null);
+    if (last !== null && last.time.getTime() < req.range.fromTime) return empty;
+  }
 
   const consumerOpts =
     req.range.fromTime !== undefined && req.range.fromSeq === undefined

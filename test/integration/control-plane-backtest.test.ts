@@ -223,6 +223,11 @@ describe('back-test', () => {
     expect(range.fromSeq).toBeLessThanOrEqual(from);
     expect(range.toSeq).toBe(from + 10);
     expect(range.records).toBe(range.toSeq - range.fromSeq + 1);
+    const future = await api('POST', '/backtest', {
+      token: W,
+      body: { wait: true, from: { time: new Date(Date.now() + 3600_000).toISOString() } },
+    });
+    expect(future.body.result.range.records).toBe(0);
     expect((await api('POST', '/backtest', { token: R, body: {} })).status).toBe(403);
     expect((await api('GET', '/backtest/nope', { token: R })).status).toBe(404);
     expect(
