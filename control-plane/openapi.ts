@@ -324,6 +324,14 @@ export const OPENAPI = {
         { parameters: [idParam] },
       ),
     },
+    '/models/{id}/history': {
+      get: op(
+        'Every change of a model: sequence, time, who, why',
+        'read',
+        { '200': ok('History'), ...errors(404) },
+        { parameters: [idParam] },
+      ),
+    },
     '/status': {
       get: op(
         'Per partition: owner, applied control sequence, lag, watermark, last checkpoint; whether all run the latest version; activation latency',

@@ -90,6 +90,26 @@ export function mountModelRoutes(router: Router, ctx: ApiContext): void {
     }),
   );
 
+  router.get(
+    '/models/:id/history',
+    requireRole('read'),
+    handle((req, res) => {
+      const id = req.params.id as string;
+      const history = ctx.log().modelHistory(id);
+      if (history.length === 0) throw notFound('model', id);
+      res.json({
+        id,
+        revisions: history.map((h) => ({
+          seq: h.seq,
+          at: new Date(h.at).toISOString(),
+          op: h.op,
+          action: h.deleted ? 'deleted' : 'put',
+          ...h.meta,
+        })),
+      });
+    }),
+  );
+
   router.put(
     '/models/:id',
     requireRole('write'),

@@ -462,6 +462,11 @@ describe('REST API: models and lookup tables', () => {
     await api('DELETE', '/rules/blocked-card', { token: W });
     expect((await api('DELETE', '/models/blocked', { token: W })).status).toBe(200);
     expect((await api('GET', '/models/blocked', { token: R })).status).toBe(404);
+    const mh = await api('GET', '/models/blocked/history', { token: R });
+    expect(
+      mh.body.revisions.map((r: { action: string; actor: string }) => `${r.action}:${r.actor}`),
+    ).toEqual(['put:writer', 'put:writer', 'deleted:writer']);
+    expect((await api('GET', '/models/never/history', { token: R })).status).toBe(404);
   });
 });
 
