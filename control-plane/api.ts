@@ -42,28 +42,17 @@ export function createControlPlane(
   let log: ControlLog | undefined;
   let writer: ControlWriter | undefined;
   let pool: WorkerPool | undefined;
+  /** The value once started; 503 before. */
+  const ready = <T>(v: T | undefined): T => {
+    if (v === undefined) throw starting();
+    return v;
+  };
   const ctx: ApiContext = {
     options,
-    log: () =>
-      log ??
-      (() => {
-        throw starting();
-      })(),
-    writer: () =>
-      writer ??
-      (() => {
-        throw starting();
-      })(),
-    js: () =>
-      js ??
-      (() => {
-        throw starting();
-      })(),
-    jsm: () =>
-      jsm ??
-      (() => {
-        throw starting();
-      })(),
+    log: () => ready(log),
+    writer: () => ready(writer),
+    js: () => ready(js),
+    jsm: () => ready(jsm),
     pool: () => pool,
   };
 

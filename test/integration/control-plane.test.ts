@@ -1,12 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  createControlPlane,
   OPENAPI,
   resolveControlPlaneOptions,
   SECURITY_HEADERS,
   startVigil,
   type RunningVigil,
 } from '../../control-plane/index.js';
-import type { Alert } from '../../rules/index.js';
+import { DEFAULT_LIMITS, type Alert } from '../../rules/index.js';
 import { resolveOptions } from '../../service/index.js';
 import { apiClient, testTokens } from './control-plane-client.js';
 import {
@@ -127,6 +128,35 @@ describe('REST API: auth, headers, errors', () => {
     });
     expect(huge.status).toBe(413);
     expect(huge.body.error.code).toBe('VIGIL_E_TOO_LARGE');
+  });
+});
+
+describe('REST API: start-up', () => {
+  it('answers 503 in the error shape until it has read CONTROL', async () => {
+    const express = (await import('express')).default;
+    const cp = createControlPlane(
+      resolveControlPlaneOptions(
+        { natsUrl: servers.nats.url, limits: DEFAULT_LIMITS, partitions: P, outOfOrderMs: 0 },
+        { tokens: [tokens.read] },
+        {},
+      ),
+    );
+    const app = express();
+    cp.routes(app, vigil.service.pool);
+    const server = app.listen(0, '127.0.0.1');
+    await new Promise((r) => server.once('listening', r));
+    try {
+      const port = (server.address() as { port: number }).port;
+      const r = await apiClient(`http://127.0.0.1:${port}/v1`)('GET', '/rules', { token: R });
+      expect(r.status).toBe(503);
+      expect(r.body.error).toMatchObject({ code: 'VIGIL_E_UNAVAILABLE' });
+      await cp.start();
+      const after = await apiClient(`http://127.0.0.1:${port}/v1`)('GET', '/rules', { token: R });
+      expect(after.status).toBe(200);
+    } finally {
+      await cp.stop();
+      await new Promise((r) => server.close(r));
+    }
   });
 });
 
