@@ -51,8 +51,13 @@ export interface BacktestResult {
     }[];
     readonly onlyCurrent: Alert[];
     readonly onlyCandidate: Alert[];
+    /** True when a side had more than {@link MAX_DIFF_ALERTS} alerts: the lists compare the first ones. */
+    readonly partial: boolean;
   };
 }
+
+/** Alerts kept per side for the alert-by-alert difference (counts per rule are always complete). */
+export const MAX_DIFF_ALERTS = 200_000;
 
 /** The same alert from two rule versions: rule, key, and the log positions that caused it. */
 const signature = (a: Alert): string =>
@@ -188,7 +193,7 @@ export async function runBacktest(
           s.alerts++;
           s.perRule[a.ruleId] = (s.perRule[a.ruleId] ?? 0) + 1;
           if (s.list.length < req.maxAlerts) s.list.push(a);
-          if (req.candidate !== undefined) s.all.push(a);
+          if (req.candidate !== undefined && s.all.length < MAX_DIFF_ALERTS) s.all.push(a);
         }
       }
       lastSeq = m.seq;
@@ -233,6 +238,7 @@ export async function runBacktest(
       })),
       onlyCurrent: cur.all.filter((x) => !b.has(signature(x))).slice(0, req.maxAlerts),
       onlyCandidate: cand.all.filter((x) => !a.has(signature(x))).slice(0, req.maxAlerts),
+      partial: cur.alerts > cur.all.length || cand.alerts > cand.all.length,
     },
   };
 }

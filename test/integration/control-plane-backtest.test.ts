@@ -161,6 +161,7 @@ describe('back-test', () => {
     expect(r.status).toBe(200);
     const { current, candidate, diff } = r.body.result;
     expect(candidate.perRule.burst).toBeUndefined();
+    expect(diff.partial).toBe(false);
     expect(candidate.perRule.big).toBeGreaterThan(current.perRule.big);
     expect(diff.perRule).toEqual(
       expect.arrayContaining([
