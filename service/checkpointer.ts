@@ -1,8 +1,11 @@
 import {
   checkpointParts,
+  restorePartitionParts,
+  restoreRuleSet,
   ruleSetToJSON,
   type CheckpointParts,
   type PartitionState,
+  type RuleLimits,
   type RuleSet,
 } from '../rules/index.js';
 import type { CheckpointStore } from './checkpoint-store.js';
@@ -162,4 +165,36 @@ export class Checkpointer {
       clearTimeout(timer);
     }
   }
+}
+
+/**
+ * Restores partition `p` from its last checkpoint: state, offset, and the rule sets it was judged
+ * under (from `ruleSetAt`, the worker's CONTROL follower, or from the store when the follower no
+ * longer holds them). Undefined when the partition has no checkpoint.
+ */
+export async function restoreCheckpoint(
+  store: CheckpointStore,
+  p: number,
+  ruleSetAt: (seq: number) => RuleSet | undefined,
+  o: { readonly outOfOrderMs: number; readonly limits: RuleLimits },
+): Promise<{ state: PartitionState; offset: number } | undefined> {
+  const stored = await store.load(p);
+  if (stored === undefined) return undefined;
+  const meta = JSON.parse(stored.meta) as {
+    controlSeq: number;
+    buffer: [number, number, unknown, unknown, number][];
+  };
+  const extra = new Map<number, RuleSet>();
+  for (const seq of new Set([meta.controlSeq, ...meta.buffer.map((b) => b[4])])) {
+    if (ruleSetAt(seq) !== undefined) continue;
+    const json = await store.loadRuleSet(seq);
+    if (json !== undefined) extra.set(seq, restoreRuleSet(json, o.limits));
+  }
+  const state = restorePartitionParts(
+    stored.meta,
+    stored.fields,
+    (seq) => ruleSetAt(seq) ?? extra.get(seq),
+    { outOfOrderMs: o.outOfOrderMs, limits: o.limits },
+  );
+  return { state, offset: stored.offset };
 }

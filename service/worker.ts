@@ -7,16 +7,11 @@ import { jetStreamPartitionSource } from './event-source.js';
 import { WorkerMetrics } from './metrics.js';
 import { PartitionRunner } from './partition-runner.js';
 import { RedisCheckpointStore } from './checkpoint-store.js';
-import { Checkpointer } from './checkpointer.js';
-import {
-  restorePartitionParts,
-  restoreRuleSet,
-  type PartitionState,
-  type RuleSet,
-} from '../rules/index.js';
+import { Checkpointer, restoreCheckpoint } from './checkpointer.js';
 import { Publisher } from './publisher.js';
 import { natsAlertSink, natsDeadLetterSink } from './sinks.js';
-import { CONTROL_SUBJECT, markerSubject, Streams, tickSubject } from './subjects.js';
+import { MarkerWriter } from './marker-writer.js';
+import { CONTROL_SUBJECT, Streams, tickSubject } from './subjects.js';
 
 /** A partition the main thread hands a worker, with the fencing token of its lease (0: no leases). */
 export interface PartitionGrant {
@@ -99,9 +94,6 @@ async function main(init: WorkerInit): Promise<void> {
   let setUp = (): void => {};
   // Listen at once: the pool may send partitions while the worker is still connecting.
   const ready = new Promise<void>((resolve) => (setUp = resolve));
-  const accepted: number[] = [];
-  const lastMarker = new Map<number, number>();
-  const markerPartitions = new Set<number>();
   port.on('message', (m: ToWorker) => {
     if (m.op === 'metrics') {
       void metrics.registry
@@ -116,7 +108,7 @@ async function main(init: WorkerInit): Promise<void> {
       const own = owned.get(m.partition);
       if (own) {
         own.dropped = true;
-        markerPartitions.delete(m.partition);
+        markers.remove(m.partition);
       }
       inOrder(m.partition, async () => {
         await ready;
@@ -139,56 +131,8 @@ async function main(init: WorkerInit): Promise<void> {
   const alerts = natsAlertSink(publisher);
   const deadLetters = natsDeadLetterSink(publisher);
 
-  // Markers. The owner of a partition writes a marker into it for every accepted control
-  // message; a new owner first reads the last marker in the log and writes every accepted one
-  // after it (Nats-Msg-Id absorbs a marker that a previous owner wrote too). One queue for
-  // all of them, so a catch-up and the markers of new messages never race.
-  let markerQueue = Promise.resolve();
-  const queueMarkers = (fn: () => Promise<void>): Promise<void> =>
-    (markerQueue = markerQueue
-      .then(fn)
-      .catch((err: Error) => log('error', `markers: ${err.message}`)));
-  const readLastMarker = async (p: number): Promise<number> => {
-    const last = await jsm.streams
-      .getMessage(Streams.events, { last_by_subj: markerSubject(p) })
-      .catch(() => null);
-    try {
-      return last ? Number((last.json() as { controlSeq?: unknown }).controlSeq) || 0 : 0;
-    } catch {
-      return 0;
-    }
-  };
-  const writeMarker = async (p: number, seq: number): Promise<void> => {
-    if ((lastMarker.get(p) ?? 0) >= seq) return;
-    // A timed-out publish must not end the control loop: retry (Nats-Msg-Id makes it safe).
-    for (let attempt = 0; markerPartitions.has(p); attempt++) {
-      try {
-        await js.publish(
-          markerSubject(p),
-          encoder.encode(JSON.stringify({ vigil: 'epoch', controlSeq: seq })),
-          { msgID: `epoch-${seq}-${p}` },
-        );
-        lastMarker.set(p, seq);
-        return;
-      } catch (err) {
-        log(
-          'warn',
-          `marker ${seq} for partition ${p} not stored, retrying: ${(err as Error).message}`,
-        );
-        await new Promise((r) => setTimeout(r, Math.min(2000, 100 * 2 ** attempt)));
-      }
-    }
-  };
-  const catchUpMarkers = (p: number): Promise<void> =>
-    queueMarkers(async () => {
-      lastMarker.set(p, await readLastMarker(p));
-      if (owned.get(p)?.dropped !== false) return;
-      markerPartitions.add(p);
-      for (const seq of accepted) {
-        if (!markerPartitions.has(p)) return;
-        await writeMarker(p, seq);
-      }
-    });
+  // Used by the message handler above only for partitions in `owned`, i.e. once set up.
+  const markers = new MarkerWriter(js, jsm, log);
 
   const onControl = async (e: ControlEvent): Promise<void> => {
     metrics.controlSeen.set({ worker: w }, e.seq);
@@ -204,10 +148,7 @@ async function main(init: WorkerInit): Promise<void> {
       });
       return;
     }
-    accepted.push(e.seq);
-    await queueMarkers(async () => {
-      for (const p of [...markerPartitions]) await writeMarker(p, e.seq);
-    });
+    await markers.accept(e.seq);
   };
   const control = new ControlFollower(js, jsm, o.limits, onControl);
 
@@ -281,35 +222,19 @@ async function main(init: WorkerInit): Promise<void> {
       dropped: false,
     };
     owned.set(p, own);
-    void catchUpMarkers(p);
-    // Restore from the last checkpoint: state, offset and the rule sets it was judged under.
-    const stored = store ? await store.load(p) : undefined;
-    let initialState: PartitionState | undefined;
-    if (stored !== undefined) {
-      const meta = JSON.parse(stored.meta) as {
-        controlSeq: number;
-        buffer: [number, number, unknown, unknown, number][];
-      };
-      const extra = new Map<number, RuleSet>();
-      for (const seq of new Set([meta.controlSeq, ...meta.buffer.map((b) => b[4])])) {
-        if (control.ruleSetAt(seq) !== undefined) continue;
-        const json = await store?.loadRuleSet(seq);
-        if (json !== undefined) extra.set(seq, restoreRuleSet(json, o.limits));
-      }
-      initialState = restorePartitionParts(
-        stored.meta,
-        stored.fields,
-        (seq) => control.ruleSetAt(seq) ?? extra.get(seq),
-        { outOfOrderMs: o.outOfOrderMs, limits: o.limits },
-      );
+    void markers.add(p, () => owned.get(p) === own && !own.dropped);
+    const restored = store
+      ? await restoreCheckpoint(store, p, (seq) => control.ruleSetAt(seq), o)
+      : undefined;
+    const initialState = restored?.state;
+    if (restored)
       log(
         'info',
-        `partition ${p} restored at offset ${stored.offset}, control sequence ${stored.controlSeq}`,
+        `partition ${p} restored at offset ${restored.offset}, control sequence ${initialState?.ruleSet.controlSeq}`,
       );
-    }
     if (own.dropped) return;
     applied.set(p, initialState?.ruleSet.controlSeq ?? 0);
-    const source = await jetStreamPartitionSource(js, p, (stored?.offset ?? 0) + 1);
+    const source = await jetStreamPartitionSource(js, p, (restored?.offset ?? 0) + 1);
     let checkpointer: Checkpointer | undefined;
     const runner = new PartitionRunner({
       partition: p,
@@ -340,7 +265,7 @@ async function main(init: WorkerInit): Promise<void> {
             // A newer owner holds the lease: stop now, without a checkpoint.
             if (own.dropped) return;
             own.dropped = true;
-            markerPartitions.delete(p);
+            markers.remove(p);
             inOrder(p, async () => {
               if (owned.get(p) === own) await stopPartition(p, 'fenced');
             });
@@ -351,7 +276,7 @@ async function main(init: WorkerInit): Promise<void> {
           savedRuleSets,
           log,
         },
-        stored?.offset ?? 0,
+        restored?.offset ?? 0,
       );
     }
     own.runner = runner;
@@ -369,7 +294,7 @@ async function main(init: WorkerInit): Promise<void> {
     let checkpointed = false;
     if (own !== undefined) {
       own.dropped = true;
-      markerPartitions.delete(p);
+      markers.remove(p);
       if (reason === 'released') {
         // Stop reading, finish the record in flight, then a final checkpoint (it waits for
         // every alert to be acknowledged) so that the next owner replays nothing.
@@ -389,7 +314,6 @@ async function main(init: WorkerInit): Promise<void> {
       }
       owned.delete(p);
       applied.delete(p);
-      lastMarker.delete(p);
       const partition = String(p);
       for (const g of [
         metrics.offset,
