@@ -5,6 +5,7 @@ import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { findExecutable, freePort } from '../../service/index.js';
+import { dockerStages, execForm } from '../dockerfile.js';
 
 /** No Docker engine runs here: these tests check what can be checked without one. */
 
@@ -34,21 +35,6 @@ const mounts = (name: string): [string, string][] =>
     const [source = '', target = ''] = v.split(':');
     return [source, target];
   });
-
-/** The Dockerfile's instructions, continuation lines joined, comments dropped, by stage. */
-function dockerStages(): { from: string; lines: string[] }[] {
-  const lines = readFileSync('Dockerfile', 'utf8')
-    .replace(/\\\n/g, ' ')
-    .split('\n')
-    .map((l) => l.trim())
-    .filter((l) => l !== '' && !l.startsWith('#'));
-  const stages: { from: string; lines: string[] }[] = [];
-  for (const l of lines) {
-    if (/^FROM /i.test(l)) stages.push({ from: l, lines: [] });
-    else stages.at(-1)?.lines.push(l);
-  }
-  return stages;
-}
 
 const tmp = mkdtempSync(join(tmpdir(), 'vigil-packaging-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
@@ -189,8 +175,7 @@ describe('Dockerfile', () => {
     // `npm start` first installs missing npm packages; the image has them, so it runs the rest.
     const steps = (pkg.scripts.start ?? '').split('&&').map((s) => s.trim());
     expect(steps[0]).toBe('node scripts/ensure-deps.mjs');
-    const cmd = final.lines.find((l) => l.startsWith('CMD '));
-    expect(JSON.parse(cmd?.slice(4) ?? 'null')).toEqual([
+    expect(execForm(final.lines.find((l) => l.startsWith('CMD ')))).toEqual([
       ...(steps.at(-1) ?? '').split(/\s+/),
       '--no-demo',
     ]);
