@@ -83,6 +83,27 @@ export default tseslint.config(
     },
   },
   {
+    files: ['control-plane/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            { group: ['**/bench/**'], message: 'control-plane/ does not import benchmarks.' },
+            {
+              group: ['**/rules/*', '!**/rules/index.js'],
+              message: 'Import rules/ through its public index.',
+            },
+            {
+              group: ['**/service/*', '!**/service/index.js'],
+              message: 'Import service/ through its public index.',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
     // Tool configuration files are loaded by their tools through a default export.
     files: ['*.config.js', '*.config.ts', 'test/global-setup.ts'],
     rules: { 'no-restricted-syntax': 'off' },

@@ -28,6 +28,13 @@ export {
 } from './compile-rule.js';
 export { parseDuration } from './duration.js';
 export {
+  explainCondition,
+  explainRule,
+  type ConditionExplanation,
+  type ExplainedCondition,
+  type RuleExplanation,
+} from './explain.js';
+export {
   RuleEvaluationError,
   RulesErrorCode,
   SnapshotError,

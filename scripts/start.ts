@@ -4,6 +4,8 @@
  * runs a demo (rules through the control topic, a producer of payment-like events, alerts printed).
  * `npm start -- --no-demo` runs the bare service. Ctrl-C stops everything it started.
  */
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { connect } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
@@ -16,9 +18,9 @@ import {
   startDemoProducer,
   startNats,
   startRedis,
-  startService,
   type ServerHandle,
 } from '../service/index.js';
+import { API_ENV, resolveControlPlaneOptions, startVigil } from '../control-plane/index.js';
 
 const noDemo = process.argv.includes('--no-demo');
 const say = (line: string): void => console.log(`[vigil] ${line}`);
@@ -54,7 +56,19 @@ if (!redisUrl) {
   say(`redis-server ${redis.url} (data in .vigil/redis)`);
 }
 const options = resolveOptions({ natsUrl, redisUrl });
-const service = await startService(options);
+// Without configured tokens, a session admin token in .vigil/api-token (the CLI reads it from there).
+let api = resolveControlPlaneOptions(options);
+if (api.tokens.length === 0) {
+  const token = randomBytes(24).toString('hex');
+  mkdirSync(resolve('.vigil'), { recursive: true });
+  writeFileSync(resolve('.vigil/api-token'), `${token}\n`, { mode: 0o600 });
+  api = resolveControlPlaneOptions(options, {
+    tokens: [{ name: 'local-admin', role: 'admin', token }],
+  });
+  say(`no ${API_ENV.tokens} set: an admin token for this session is in .vigil/api-token`);
+}
+const vigil = await startVigil(options, api);
+const service = vigil.service;
 await service.whenReady();
 say(
   `service ready: ${options.workers} workers, ${options.partitions} partitions; health ${service.url}/healthz, metrics ${service.url}/metrics`,
@@ -93,6 +107,7 @@ say(
   `alerts:           stream ALERTS, subjects alerts.<severity>.<ruleId>; dead letters: stream DLQ, vigil.dlq.<reason>`,
 );
 say(`metrics:          ${service.url}/metrics   (readiness ${service.url}/readyz)`);
+say(`REST API:         ${service.url}/v1 (docs/api.md); CLI: npx vigil rules list`);
 say('Ctrl-C stops everything.');
 
 let stopping = false;
@@ -104,7 +119,7 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     void (async () => {
       for (const s of stops) await s();
       await nc.close();
-      await service.stop();
+      await vigil.stop();
       for (const s of servers.reverse()) await s.stop();
       say('stopped');
       process.exit(0);

@@ -1,6 +1,7 @@
 import { Redis } from 'ioredis';
 import type { CheckpointParts, RuleSetJSON } from '../rules/index.js';
 import { VigilError } from '../rules/index.js';
+import { leaseKeys } from './lease-store.js';
 
 /** What a store holds for one partition. */
 export interface StoredCheckpoint {
@@ -20,6 +21,8 @@ export interface CheckpointStore {
   /** Stores a rule set once per control sequence (a no-op when it is there already). */
   saveRuleSet(json: RuleSetJSON): Promise<void>;
   loadRuleSet(controlSeq: number): Promise<RuleSetJSON | undefined>;
+  /** The control sequence of each partition's checkpoint (0: none), partitions 0 … n − 1. */
+  loadControlSeqs(partitions: number): Promise<number[]>;
   close(): Promise<void>;
 }
 
@@ -31,11 +34,16 @@ export class CheckpointFencedError extends VigilError {
   }
 }
 
-// One script, so the check and the write are one atomic step in Redis.
-// KEYS: meta hash, state hash. ARGV: fence, offset, controlSeq, meta, full, #upserts, upserts (field, value)…, deletes…
+// One script, so the check and the write are one atomic step in Redis. The fencing token is
+// checked twice: against the last token handed out for the partition (KEYS[3], see
+// lease-store.ts; a write from an owner whose lease was taken over is refused even before the new
+// owner writes), and against the token of the stored checkpoint.
+// KEYS: meta hash, state hash, token counter. ARGV: fence, offset, controlSeq, meta, full, #upserts, upserts (field, value)…, deletes…
 const SAVE = `
 local fence = tonumber(ARGV[1])
 local offset = tonumber(ARGV[2])
+local issued = tonumber(redis.call('GET', KEYS[3]) or '0')
+if fence < issued then return redis.error_reply('VIGIL_FENCED fence ' .. fence .. ' is older than the lease token ' .. issued) end
 local storedFence = tonumber(redis.call('HGET', KEYS[1], 'fence') or '0')
 if fence < storedFence then return redis.error_reply('VIGIL_FENCED fence ' .. fence .. ' is older than ' .. storedFence) end
 local storedOffset = tonumber(redis.call('HGET', KEYS[1], 'offset') or '-1')
@@ -55,13 +63,14 @@ return 'OK'
 
 // A large checkpoint is first written to staging keys in chunks (invisible to readers), then
 // switched in by one script that checks the fence: atomic whatever its size.
-// KEYS: meta hash, state hash, staged upserts (hash), staged deletes (set). ARGV: fence, offset, controlSeq, meta, full.
+// KEYS: meta hash, state hash, staged upserts (hash), staged deletes (set), token counter. ARGV: fence, offset, controlSeq, meta, full.
 const SAVE_STAGED = `
 local fence = tonumber(ARGV[1])
 local offset = tonumber(ARGV[2])
 local storedFence = tonumber(redis.call('HGET', KEYS[1], 'fence') or '0')
 local storedOffset = tonumber(redis.call('HGET', KEYS[1], 'offset') or '-1')
-if fence < storedFence or (fence == storedFence and offset < storedOffset) then
+local issued = tonumber(redis.call('GET', KEYS[5]) or '0')
+if fence < issued or fence < storedFence or (fence == storedFence and offset < storedOffset) then
   redis.call('DEL', KEYS[3], KEYS[4])
   return redis.error_reply('VIGIL_FENCED fence ' .. fence .. ' offset ' .. offset .. ' is older than ' .. storedFence .. ' / ' .. storedOffset)
 end
@@ -95,8 +104,8 @@ export class RedisCheckpointStore implements CheckpointStore {
       maxRetriesPerRequest: null,
       enableAutoPipelining: true,
     });
-    this.redis.defineCommand('vigilSave', { numberOfKeys: 2, lua: SAVE });
-    this.redis.defineCommand('vigilSaveStaged', { numberOfKeys: 4, lua: SAVE_STAGED });
+    this.redis.defineCommand('vigilSave', { numberOfKeys: 3, lua: SAVE });
+    this.redis.defineCommand('vigilSaveStaged', { numberOfKeys: 5, lua: SAVE_STAGED });
     this.redis.on('error', () => {
       // Reconnects by itself; failures surface on the commands.
     });
@@ -123,6 +132,7 @@ export class RedisCheckpointStore implements CheckpointStore {
 
   async save(partition: number, parts: CheckpointParts, fence: number): Promise<void> {
     const [metaKey, stateKey] = this.keys(partition);
+    const tokenKey = leaseKeys.token(partition, this.prefix);
     const head = [fence, parts.offset, parts.controlSeq, parts.meta, parts.full ? '1' : '0'];
     const r = this.redis as unknown as Record<
       'vigilSave' | 'vigilSaveStaged',
@@ -130,7 +140,13 @@ export class RedisCheckpointStore implements CheckpointStore {
     >;
     try {
       if (parts.upserts.length + parts.deletes.length <= CHUNK) {
-        const args: (string | number)[] = [metaKey, stateKey, ...head, parts.upserts.length];
+        const args: (string | number)[] = [
+          metaKey,
+          stateKey,
+          tokenKey,
+          ...head,
+          parts.upserts.length,
+        ];
         for (const [f, v] of parts.upserts) args.push(f, v);
         for (const f of parts.deletes) args.push(f);
         await r.vigilSave(args);
@@ -150,7 +166,7 @@ export class RedisCheckpointStore implements CheckpointStore {
       const results = await pipeline.exec();
       const failed = results?.find(([err]) => err !== null);
       if (failed) throw failed[0];
-      await r.vigilSaveStaged([metaKey, stateKey, staged, stagedDeletes, ...head]);
+      await r.vigilSaveStaged([metaKey, stateKey, staged, stagedDeletes, tokenKey, ...head]);
     } catch (e) {
       if (e instanceof Error && e.message.includes('VIGIL_FENCED'))
         throw new CheckpointFencedError(
@@ -167,6 +183,16 @@ export class RedisCheckpointStore implements CheckpointStore {
   async loadRuleSet(controlSeq: number): Promise<RuleSetJSON | undefined> {
     const v = await this.redis.get(`${this.prefix}ruleset:${controlSeq}`);
     return v === null ? undefined : (JSON.parse(v) as RuleSetJSON);
+  }
+
+  async loadControlSeqs(partitions: number): Promise<number[]> {
+    const pipeline = this.redis.pipeline();
+    for (let p = 0; p < partitions; p++) pipeline.hget(this.keys(p)[0], 'controlSeq');
+    const results = (await pipeline.exec()) ?? [];
+    return results.map(([err, v]) => {
+      if (err) throw err;
+      return Number(v ?? 0) || 0;
+    });
   }
 
   async close(): Promise<void> {

@@ -1,9 +1,12 @@
 import {
   checkpointParts,
   requeueCheckpoint,
+  restorePartitionParts,
+  restoreRuleSet,
   ruleSetToJSON,
   type CheckpointParts,
   type PartitionState,
+  type RuleLimits,
   type RuleSet,
 } from '../rules/index.js';
 import type { CheckpointStore } from './checkpoint-store.js';
@@ -16,8 +19,10 @@ export interface CheckpointerOptions {
   readonly metrics: WorkerMetrics;
   /** Resolves once every alert and dead letter published so far is acknowledged. */
   readonly settled: () => Promise<void>;
-  /** Fencing token of this owner (0 without leases). */
+  /** Fencing token of this owner's lease (0 without leases). */
   readonly fence: () => number;
+  /** A write was refused because a newer owner holds the partition: it must stop at once. */
+  readonly onFenced?: () => void;
   /** Records processed past the last checkpoint before the partition stops reading. */
   readonly maxUncheckpointed: number;
   /** A checkpoint not written within this many ms counts as failed (the store queues commands while away). */
@@ -40,6 +45,8 @@ export class Checkpointer {
   private running: Promise<boolean> | undefined;
   private count = 0;
   private failing = false;
+  private closed = false;
+  private draining = false;
   private readonly p: string;
 
   constructor(
@@ -64,15 +71,37 @@ export class Checkpointer {
     return this.running;
   }
 
+  /**
+   * No more checkpoints, and `admit` lets the partition go so that it can stop (its lease is lost
+   * or it is being handed over). Waits for a checkpoint under way.
+   */
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.running;
+  }
+
+  /**
+   * `admit` no longer holds the partition back (checkpoints go on): the partition is being
+   * stopped, and must reach its final checkpoint even while Redis is away.
+   */
+  drain(): void {
+    this.draining = true;
+  }
+
   /** Backpressure: waits, retrying checkpoints, while too many records are not covered by one. */
   async admit(): Promise<void> {
-    while (this.state().offset - this.lastOffset >= this.o.maxUncheckpointed) {
+    while (
+      !this.closed &&
+      !this.draining &&
+      this.state().offset - this.lastOffset >= this.o.maxUncheckpointed
+    ) {
       if (await this.checkpoint()) continue;
       await new Promise((r) => setTimeout(r, 200));
     }
   }
 
   private async write(): Promise<boolean> {
+    if (this.closed) return false;
     const st = this.state();
     if (st.offset === this.lastOffset && st.dirty.size === 0) return true;
     const started = performance.now();
@@ -120,14 +149,52 @@ export class Checkpointer {
       // that lands later is harmless: it is older than the next one, which carries these keys too.
       requeueCheckpoint(st, parts);
       this.failing = true;
+      const fenced = e instanceof CheckpointFencedError;
       this.o.metrics.checkpointFailures.inc({
         partition: this.p,
-        reason: e instanceof CheckpointFencedError ? 'fenced' : 'store',
+        reason: fenced ? 'fenced' : 'store',
       });
       this.o.log('warn', `checkpoint of partition ${this.p} failed: ${(e as Error).message}`);
+      if (fenced && this.o.fence() > 0) {
+        // Not ours any more: retrying cannot help, and the partition must stop reading now.
+        this.closed = true;
+        this.o.onFenced?.();
+      }
       return false;
     } finally {
       clearTimeout(timer);
     }
   }
+}
+
+/**
+ * Restores partition `p` from its last checkpoint: state, offset, and the rule sets it was judged
+ * under (from `ruleSetAt`, the worker's CONTROL follower, or from the store when the follower no
+ * longer holds them). Undefined when the partition has no checkpoint.
+ */
+export async function restoreCheckpoint(
+  store: CheckpointStore,
+  p: number,
+  ruleSetAt: (seq: number) => RuleSet | undefined,
+  o: { readonly outOfOrderMs: number; readonly limits: RuleLimits },
+): Promise<{ state: PartitionState; offset: number } | undefined> {
+  const stored = await store.load(p);
+  if (stored === undefined) return undefined;
+  const meta = JSON.parse(stored.meta) as {
+    controlSeq: number;
+    buffer: [number, number, unknown, unknown, number][];
+  };
+  const extra = new Map<number, RuleSet>();
+  for (const seq of new Set([meta.controlSeq, ...meta.buffer.map((b) => b[4])])) {
+    if (ruleSetAt(seq) !== undefined) continue;
+    const json = await store.loadRuleSet(seq);
+    if (json !== undefined) extra.set(seq, restoreRuleSet(json, o.limits));
+  }
+  const state = restorePartitionParts(
+    stored.meta,
+    stored.fields,
+    (seq) => ruleSetAt(seq) ?? extra.get(seq),
+    { outOfOrderMs: o.outOfOrderMs, limits: o.limits },
+  );
+  return { state, offset: stored.offset };
 }

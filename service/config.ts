@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { availableParallelism } from 'node:os';
+import { availableParallelism, hostname } from 'node:os';
 import { resolveLimits, ValidationError, type Problem, type RuleLimits } from '../rules/index.js';
 
 /** Every setting of the service, with its default. Environment variables map onto it (see {@link ENV}). */
@@ -38,6 +38,20 @@ export interface VigilOptions {
   readonly maxInFlightPublishes: number;
   /** Rules that get their own `rule` label in the metrics; the others are counted as `rule="_other"`. Default 100. */
   readonly metricsMaxRuleLabels: number;
+  /**
+   * Lifetime of a partition lease in Redis (ms): a process that dies loses its partitions this
+   * long after its last renewal, and another takes them over. Default 10 s.
+   */
+  readonly leaseTtlMs: number;
+  /** How often leases and the membership heartbeat are renewed, and a rebalance step is tried (ms); at most a third of `leaseTtlMs`. Default 2 s. */
+  readonly leaseRenewMs: number;
+  /**
+   * Identity of this process among those sharing the partitions. A process restarted with the
+   * same id takes its partitions back at once instead of waiting for its old leases to expire.
+   * Two live processes must not share one. Default `<hostname>:<httpPort>` (unique on a host
+   * while the port is fixed; set it when `httpPort` is 0 and several processes share a host).
+   */
+  readonly instanceId: string;
   readonly limits: RuleLimits;
 }
 
@@ -56,6 +70,9 @@ export const DEFAULT_OPTIONS: Omit<VigilOptions, 'limits' | 'workers'> = Object.
   maxUncheckpointedRecords: 100_000,
   checkpointFullEvery: 0,
   metricsMaxRuleLabels: 100,
+  leaseTtlMs: 10_000,
+  leaseRenewMs: 2000,
+  instanceId: '',
 });
 
 /** Environment variables and the settings they set. `VIGIL_CONFIG` names a JSON file of settings. */
@@ -75,6 +92,9 @@ export const ENV = {
   VIGIL_MAX_UNCHECKPOINTED_RECORDS: 'maxUncheckpointedRecords',
   VIGIL_CHECKPOINT_FULL_EVERY: 'checkpointFullEvery',
   VIGIL_METRICS_MAX_RULE_LABELS: 'metricsMaxRuleLabels',
+  VIGIL_LEASE_TTL_MS: 'leaseTtlMs',
+  VIGIL_LEASE_RENEW_MS: 'leaseRenewMs',
+  VIGIL_INSTANCE_ID: 'instanceId',
 } as const;
 
 const NUMERIC: Record<string, { min: number; max: number }> = {
@@ -90,7 +110,37 @@ const NUMERIC: Record<string, { min: number; max: number }> = {
   maxUncheckpointedRecords: { min: 1, max: 100_000_000 },
   checkpointFullEvery: { min: 0, max: 1_000_000 },
   metricsMaxRuleLabels: { min: 0, max: 100_000 },
+  leaseTtlMs: { min: 300, max: 600_000 },
+  leaseRenewMs: { min: 50, max: 200_000 },
 };
+
+/** The lease settings, checked against each other and against the duplicate window. */
+function leaseProblems(merged: Record<string, unknown>): Problem[] {
+  const problems: Problem[] = [];
+  const id = merged.instanceId;
+  if (typeof id !== 'string' || (id !== '' && !/^[A-Za-z0-9._:@/-]{1,200}$/.test(id)))
+    problems.push({
+      pointer: '/instanceId',
+      message: `setting "instanceId" (VIGIL_INSTANCE_ID) must be 1 to 200 letters, digits or . _ : @ / -, got ${JSON.stringify(id)}`,
+    });
+  const { leaseTtlMs: ttl, leaseRenewMs: renew, duplicateWindowMs: window } = merged;
+  const checkpoint = merged.checkpointIntervalMs;
+  if (typeof ttl !== 'number' || typeof renew !== 'number') return problems;
+  if (renew * 3 > ttl)
+    problems.push({
+      pointer: '/leaseRenewMs',
+      message: `setting "leaseRenewMs" (VIGIL_LEASE_RENEW_MS) must be at most a third of "leaseTtlMs" (VIGIL_LEASE_TTL_MS), so that one failed renewal does not lose the leases; got ${renew} with a TTL of ${ttl}`,
+    });
+  // A partition taken over after a crash replays from its last checkpoint: the alerts it
+  // re-publishes were first published up to a TTL and a checkpoint interval earlier, and ALERTS
+  // dedupe absorbs them only within its duplicate window.
+  if (typeof window === 'number' && typeof checkpoint === 'number' && window <= ttl + checkpoint)
+    problems.push({
+      pointer: '/duplicateWindowMs',
+      message: `setting "duplicateWindowMs" (VIGIL_DUPLICATE_WINDOW_MS) must exceed "leaseTtlMs" + "checkpointIntervalMs" (${ttl} + ${checkpoint} ms), or alerts re-published after a takeover could appear twice in ALERTS; got ${window}`,
+    });
+  return problems;
+}
 
 /**
  * Builds the options once at start-up: defaults, then the `VIGIL_CONFIG` file, then environment
@@ -152,6 +202,8 @@ export function resolveOptions(
         message: `setting "${k}" must be a URL such as ${DEFAULT_OPTIONS[k]}, got ${JSON.stringify(v)}`,
       });
   }
+  problems.push(...leaseProblems(merged));
+  if (merged.instanceId === '') merged.instanceId = `${hostname()}:${String(merged.httpPort)}`;
   let limits: RuleLimits | undefined;
   try {
     limits = resolveLimits({ ...fileLimits, ...limitOverrides });

@@ -1,14 +1,18 @@
 import type { Server } from 'node:http';
-import express from 'express';
+import express, { type Application } from 'express';
 import { collectDefaultMetrics, Registry } from 'prom-client';
 import type { ProcessMetrics } from './process-metrics.js';
 import type { WorkerPool } from './worker-pool.js';
 
-/** The HTTP side of the service: health, readiness and metrics. */
+/** Mounts more routes on the service's HTTP server (the control plane's `/v1` API), before it listens. */
+export type RouteHook = (app: Application, pool: WorkerPool) => void;
+
+/** The HTTP side of the service: health, readiness and metrics, and whatever `routes` adds. */
 export async function startHttp(
   pool: WorkerPool,
   host: string,
   port: number,
+  routes?: RouteHook,
   processMetrics?: ProcessMetrics,
 ): Promise<{ server: Server; url: string; close(): Promise<void> }> {
   const app = express();
@@ -30,6 +34,7 @@ export async function startHttp(
       })
       .catch(next);
   });
+  routes?.(app, pool);
   const server = await new Promise<Server>((resolve, reject) => {
     const s = app.listen(port, host, () => resolve(s));
     s.once('error', reject);

@@ -18,7 +18,8 @@ export {
   startRedis,
   type ServerHandle,
 } from './servers.js';
-export { startService, type RunningService } from './service.js';
+export { type RouteHook } from './http.js';
+export { startService, type RunningService, type ServiceHooks } from './service.js';
 export {
   natsAlertSink,
   natsDeadLetterSink,

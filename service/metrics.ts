@@ -1,3 +1,4 @@
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 /**
@@ -125,6 +126,43 @@ export class WorkerMetrics {
     help: '1 when the worker has caught up with CONTROL and runs its partitions',
     labelNames: ['worker'],
     registers: [this.registry],
+  });
+  readonly leasesHeld = new Gauge({
+    name: 'vigil_leases_held',
+    help: 'Partitions this worker runs under a lease of this process',
+    labelNames: ['worker'],
+    registers: [this.registry],
+  });
+  readonly leaseHandoffs = new Counter({
+    name: 'vigil_lease_handoffs_total',
+    help: 'Partitions that changed hands here, by reason (acquired, released after a final checkpoint, lost)',
+    labelNames: ['reason'],
+    registers: [this.registry],
+  });
+  // The worker's own event loop (the main thread's is nodejs_eventloop_lag_*): a long turn here
+  // delays acks, control messages, checkpoints and lease renewals. Merged as the worst worker.
+  private readonly loopDelay = (() => {
+    const h = monitorEventLoopDelay({ resolution: 10 });
+    h.enable();
+    return h;
+  })();
+  readonly loopDelayP99: Gauge = new Gauge({
+    name: 'vigil_worker_event_loop_delay_p99_seconds',
+    help: 'p99 of the event-loop delay of the worst worker thread since the previous scrape',
+    aggregator: 'max',
+    registers: [this.registry],
+    collect: (): void => this.loopDelayP99.set(this.loopDelay.percentile(99) / 1e9),
+  });
+  readonly loopDelayMax: Gauge = new Gauge({
+    name: 'vigil_worker_event_loop_delay_max_seconds',
+    help: 'Longest event-loop delay of the worst worker thread since the previous scrape',
+    aggregator: 'max',
+    registers: [this.registry],
+    // Registered after the p99 gauge, whose collect runs first: the window restarts here.
+    collect: (): void => {
+      this.loopDelayMax.set(this.loopDelay.max / 1e9);
+      this.loopDelay.reset();
+    },
   });
 }
 

@@ -1,7 +1,8 @@
-import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { Redis } from 'ioredis';
 import { AggregatorRegistry, Counter, Gauge, Registry } from 'prom-client';
+import { followAlertLatency } from './alert-latency.js';
 import type { VigilOptions } from './config.js';
 import { capRuleLabels, RuleLabels } from './metrics.js';
 import { Streams } from './subjects.js';
@@ -83,6 +84,8 @@ export class ProcessMetrics {
             // On failure the last values stay.
             const { partitions, sizes } = await lookup();
             if (sizes === undefined) return;
+            // Only the partitions this process runs now: a partition that moved away has no series here.
+            this.reset();
             partitions.forEach((p, i) => {
               const size = sizes[i];
               if (size !== undefined) this.set({ partition: String(p) }, size[pick]);
@@ -132,7 +135,10 @@ export class ProcessMetrics {
 export const stateKey = (partition: number, prefix = 'vigil:'): string =>
   `${prefix}p:${partition}:state`;
 
-/** Process metrics reading `CONTROL` from NATS and, when checkpoints are on, state sizes from Redis. */
+/**
+ * Process metrics reading `CONTROL` and `ALERTS` from NATS and, when checkpoints are on, state
+ * sizes from Redis.
+ */
 export async function startProcessMetrics(
   pool: WorkerPool,
   options: VigilOptions,
@@ -165,8 +171,15 @@ export async function startProcessMetrics(
       },
     }),
   };
-  return new ProcessMetrics(pool, options.metricsMaxRuleLabels, sources, async () => {
+  const metrics = new ProcessMetrics(pool, options.metricsMaxRuleLabels, sources, async () => {
+    await alerts.stop();
     redis?.disconnect();
     await nc.close();
   });
+  const alerts = await followAlertLatency(
+    jetstream(nc),
+    metrics.registry,
+    () => new Set(pool.status().flatMap((s) => s.partitions)),
+  );
+  return metrics;
 }

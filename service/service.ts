@@ -1,16 +1,21 @@
+import { randomUUID } from 'node:crypto';
 import { connect } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { VigilOptions } from './config.js';
-import { startHttp } from './http.js';
+import { startHttp, type RouteHook } from './http.js';
 import { startProcessMetrics } from './process-metrics.js';
 import { ensureStreams, verifyMapping } from './streams.js';
 import { WorkerPool, type Logger } from './worker-pool.js';
+import { LeaseCoordinator } from './lease-coordinator.js';
+import { RedisLeaseStore } from './lease-store.js';
 
 /** A running service. */
 export interface RunningService {
   /** Base URL of the HTTP server (health, readiness, metrics). */
   readonly url: string;
   readonly pool: WorkerPool;
+  /** The partition leases of this process; undefined when checkpoints (and Redis) are off. */
+  readonly ownership: LeaseCoordinator | undefined;
   /** Resolves once every worker is ready. */
   whenReady(timeoutMs?: number): Promise<void>;
   /** Graceful stop: workers finish in-flight records, flush alerts, close connections. */
@@ -20,13 +25,65 @@ export interface RunningService {
 const defaultLog: Logger = (level, message) =>
   console[level === 'info' ? 'log' : level](`[vigil] ${message}`);
 
+/** What a caller adds to the service without the service knowing it (dependencies point one way). */
+export interface ServiceHooks {
+  /** More HTTP routes, mounted before the server listens (e.g. the control plane's `/v1`). */
+  readonly routes?: RouteHook;
+}
+
+/**
+ * Starts the worker threads and gives them partitions: with checkpoints on, those this process
+ * wins leases for in Redis (shared with the other processes, balanced, moving at run time);
+ * with checkpoints off there is no Redis, and one process runs every partition.
+ */
+function startOwnership(
+  pool: WorkerPool,
+  options: VigilOptions,
+  log: Logger,
+): LeaseCoordinator | undefined {
+  pool.start();
+  if (options.checkpointIntervalMs === 0) {
+    for (let p = 0; p < options.partitions; p++) pool.startPartition(p, 0);
+    return undefined;
+  }
+  const incarnation = `${Date.now().toString(36)}-${randomUUID().slice(0, 8)}`;
+  const store = new RedisLeaseStore(
+    options.redisUrl,
+    options.instanceId,
+    incarnation,
+    options.leaseTtlMs,
+  );
+  const ownership = new LeaseCoordinator(
+    store,
+    {
+      start: (p, token) => pool.startPartition(p, token),
+      stop: (p, reason) => pool.stopPartition(p, reason),
+    },
+    {
+      partitions: options.partitions,
+      ttlMs: options.leaseTtlMs,
+      renewMs: options.leaseRenewMs,
+      log,
+    },
+  );
+  pool.onFenced = (p) => ownership.fenced(p);
+  pool.ownershipReady = () => ownership.ready;
+  log(
+    'info',
+    `instance ${options.instanceId} (incarnation ${incarnation}) joins the partition leases`,
+  );
+  void ownership.start();
+  return ownership;
+}
+
 /**
  * Starts the service: creates or checks the streams, verifies the server's partition mapping,
- * starts the worker threads and the HTTP server.
+ * starts the worker threads, takes partition leases, and starts the HTTP server.
  */
 export async function startService(
   options: VigilOptions,
   log: Logger = defaultLog,
+  hooks: ServiceHooks = {},
 ): Promise<RunningService> {
   const nc = await connect({ servers: options.natsUrl, name: 'vigil-setup' });
   try {
@@ -36,9 +93,15 @@ export async function startService(
     await nc.close();
   }
   const pool = new WorkerPool(options, log);
-  pool.start();
+  const ownership = startOwnership(pool, options, log);
   const processMetrics = await startProcessMetrics(pool, options);
-  const http = await startHttp(pool, options.httpHost, options.httpPort, processMetrics);
+  const http = await startHttp(
+    pool,
+    options.httpHost,
+    options.httpPort,
+    hooks.routes,
+    processMetrics,
+  );
   return {
     url: http.url,
     pool,
@@ -52,8 +115,12 @@ export async function startService(
         await new Promise((r) => setTimeout(r, 25));
       }
     },
+    ownership,
     async stop() {
+      // Rebalancing ends, the workers checkpoint every partition, then the leases are released.
+      await ownership?.stop();
       await pool.stop();
+      await ownership?.release();
       await http.close();
       await processMetrics.close();
     },

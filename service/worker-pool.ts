@@ -7,37 +7,64 @@ export type Logger = (level: 'info' | 'warn' | 'error', message: string) => void
 
 interface Slot {
   readonly index: number;
-  readonly partitions: number[];
+  /** Partitions assigned to this worker, with their fencing tokens. */
+  readonly partitions: Map<number, number>;
+  /** Those of them running (restored and reading). */
+  readonly started: Set<number>;
   worker: Worker | undefined;
   ready: boolean;
   checkpointsOk: boolean;
   restarts: number;
 }
 
-/** Partition p belongs to worker p mod W. */
+/** Partitions 0 … P − 1 granted in order to the least-loaded of W workers: p goes to worker p mod W. */
 export function assignPartitions(partitions: number, workers: number): number[][] {
   const out: number[][] = Array.from({ length: Math.min(workers, partitions) }, () => []);
   for (let p = 0; p < partitions; p++) out[p % out.length]?.push(p);
   return out;
 }
 
+/** What `/readyz` shows of one worker. */
+export interface WorkerStatus {
+  readonly worker: number;
+  /** Partitions this worker runs or is starting (they are held by this process). */
+  readonly partitions: number[];
+  /** Those still restoring from their checkpoint. */
+  readonly starting: number[];
+  readonly ready: boolean;
+  readonly checkpointsOk: boolean;
+  readonly restarts: number;
+}
+
 /**
- * Runs W worker threads, each owning a share of the partitions. A worker that dies is restarted
- * (it replays its partitions). Metrics of all workers are merged into one exposition.
+ * Runs W worker threads and the partitions this process holds on them. Partitions come and go
+ * at run time ({@link startPartition}, {@link stopPartition}): each goes to the worker with the
+ * fewest. A worker that dies is restarted with its partitions (they restore from their
+ * checkpoints). Metrics of all workers are merged into one exposition.
  */
 export class WorkerPool {
   private readonly slots: Slot[];
   private stopping = false;
   private nextId = 0;
   private readonly pending = new Map<number, (metrics: unknown) => void>();
+  /** Stops asked of a worker and not yet confirmed, by partition. */
+  private readonly stops = new Map<
+    number,
+    { slot: Slot; done: () => void; promise: Promise<void> }
+  >();
+  /** A worker stopped a partition by itself because its checkpoint was fenced (the lease is gone). */
+  onFenced: (p: number) => void = () => {};
+  /** Whether partition ownership is settled enough to serve (the lease coordinator's first round). */
+  ownershipReady: () => boolean = () => true;
 
   constructor(
     private readonly options: VigilOptions,
     private readonly log: Logger,
   ) {
-    this.slots = assignPartitions(options.partitions, options.workers).map((partitions, index) => ({
+    this.slots = Array.from({ length: Math.max(1, options.workers) }, (_, index) => ({
       index,
-      partitions,
+      partitions: new Map<number, number>(),
+      started: new Set<number>(),
       worker: undefined,
       ready: false,
       checkpointsOk: true,
@@ -50,38 +77,99 @@ export class WorkerPool {
   }
 
   /** Per worker: its partitions and whether it is ready. */
-  status(): {
-    worker: number;
-    partitions: number[];
-    ready: boolean;
-    checkpointsOk: boolean;
-    restarts: number;
-  }[] {
+  status(): WorkerStatus[] {
     return this.slots.map((s) => ({
       worker: s.index,
-      partitions: s.partitions,
+      partitions: [...s.partitions.keys()].sort((a, b) => a - b),
+      starting: [...s.partitions.keys()].filter((p) => !s.started.has(p)).sort((a, b) => a - b),
       ready: s.ready,
       checkpointsOk: s.checkpointsOk,
       restarts: s.restarts,
     }));
   }
 
-  /** Every worker caught up with CONTROL, running its partitions, and checkpointing. */
+  /** The partitions this process runs, sorted. */
+  held(): number[] {
+    return this.slots.flatMap((s) => [...s.partitions.keys()]).sort((a, b) => a - b);
+  }
+
+  /** Every worker caught up with CONTROL and checkpointing, every partition held here running. */
   get ready(): boolean {
-    return this.slots.every((s) => s.ready && s.checkpointsOk);
+    return (
+      this.ownershipReady() &&
+      this.slots.every((s) => s.ready && s.checkpointsOk && s.started.size === s.partitions.size)
+    );
+  }
+
+  /**
+   * Runs partition `p` under fencing token `token` on the worker with the fewest partitions
+   * (after any stop of `p` still under way, so one partition never runs twice here).
+   */
+  startPartition(p: number, token: number): void {
+    if (this.stopping || this.slots.some((s) => s.partitions.has(p))) return;
+    const slot = this.slots.reduce((a, b) => (b.partitions.size < a.partitions.size ? b : a));
+    slot.partitions.set(p, token);
+    const send = (): void => {
+      if (slot.partitions.get(p) !== token) return;
+      slot.worker?.postMessage({
+        op: 'start-partition',
+        partition: p,
+        token,
+      } satisfies ToWorker);
+    };
+    const stop = this.stops.get(p);
+    if (stop) void stop.promise.then(send);
+    else send();
+  }
+
+  /**
+   * Stops partition `p`: `released` ends with a final checkpoint, `lost` stops at once. Resolves
+   * when the worker has stopped it (or died).
+   */
+  stopPartition(p: number, reason: 'released' | 'lost'): Promise<void> {
+    const slot = this.slots.find((s) => s.partitions.has(p));
+    if (slot === undefined) return this.stops.get(p)?.promise ?? Promise.resolve();
+    slot.partitions.delete(p);
+    slot.started.delete(p);
+    let done = (): void => {};
+    const promise = new Promise<void>((resolve) => (done = resolve));
+    const previous = this.stops.get(p);
+    this.stops.set(p, { slot, done, promise });
+    void promise.then(() => {
+      if (this.stops.get(p)?.promise === promise) this.stops.delete(p);
+    });
+    if (previous) void previous.promise.then(done);
+    if (slot.worker === undefined) done();
+    else slot.worker.postMessage({ op: 'stop-partition', partition: p, reason } satisfies ToWorker);
+    return promise;
   }
 
   private spawn(s: Slot): void {
-    const init: WorkerInit = { index: s.index, options: this.options, partitions: s.partitions };
+    const init: WorkerInit = {
+      index: s.index,
+      options: this.options,
+      partitions: [...s.partitions].map(([partition, token]) => ({ partition, token })),
+    };
     // worker-entry.mjs registers the TypeScript loader in the thread, then loads worker.ts.
     const w = new Worker(new URL('./worker-entry.mjs', import.meta.url), { workerData: init });
     s.worker = w;
     s.ready = false;
     s.checkpointsOk = true;
+    s.started.clear();
     w.on('message', (m: FromWorker) => {
       if (m.op === 'ready') s.ready = true;
       else if (m.op === 'checkpoints') s.checkpointsOk = m.ok;
-      else if (m.op === 'log') this.log(m.level, m.message);
+      else if (m.op === 'partition-started') {
+        if (s.partitions.has(m.partition)) s.started.add(m.partition);
+      } else if (m.op === 'partition-stopped') {
+        const stop = this.stops.get(m.partition);
+        if (stop?.slot === s) stop.done();
+        else if (m.reason === 'fenced' && s.partitions.has(m.partition)) {
+          s.partitions.delete(m.partition);
+          s.started.delete(m.partition);
+          this.onFenced(m.partition);
+        }
+      } else if (m.op === 'log') this.log(m.level, m.message);
       else if (m.op === 'metrics') {
         this.pending.get(m.id)?.(m.metrics);
         this.pending.delete(m.id);
@@ -93,6 +181,9 @@ export class WorkerPool {
     w.on('exit', (code) => {
       s.ready = false;
       s.worker = undefined;
+      s.started.clear();
+      // A dead worker runs nothing: the stops it owed are done.
+      for (const stop of this.stops.values()) if (stop.slot === s) stop.done();
       if (this.stopping) return;
       s.restarts++;
       this.log('warn', `worker ${s.index} exited (code ${code}); restarting it`);
@@ -128,7 +219,10 @@ export class WorkerPool {
     return AggregatorRegistry.aggregate([...parts, ...own] as object[]);
   }
 
-  /** Stops every worker gracefully: they finish in-flight records and flush alerts. */
+  /**
+   * Stops every worker gracefully: they finish in-flight records, flush alerts and checkpoint
+   * every partition (the leases are released after that, by the lease coordinator).
+   */
   async stop(): Promise<void> {
     this.stopping = true;
     await Promise.all(

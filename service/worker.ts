@@ -7,39 +7,70 @@ import { jetStreamPartitionSource } from './event-source.js';
 import { WorkerMetrics } from './metrics.js';
 import { PartitionRunner } from './partition-runner.js';
 import { RedisCheckpointStore } from './checkpoint-store.js';
-import { Checkpointer } from './checkpointer.js';
-import {
-  restorePartitionParts,
-  restoreRuleSet,
-  type PartitionState,
-  type RuleSet,
-} from '../rules/index.js';
+import { Checkpointer, restoreCheckpoint } from './checkpointer.js';
 import { Publisher } from './publisher.js';
 import { natsAlertSink, natsDeadLetterSink } from './sinks.js';
-import { CONTROL_SUBJECT, markerSubject, Streams, tickSubject } from './subjects.js';
+import { MarkerWriter } from './marker-writer.js';
+import { CONTROL_SUBJECT, Streams, tickSubject } from './subjects.js';
+
+/** A partition the main thread hands a worker, with the fencing token of its lease (0: no leases). */
+export interface PartitionGrant {
+  readonly partition: number;
+  readonly token: number;
+}
 
 /** What the main thread gives a worker. */
 export interface WorkerInit {
   readonly index: number;
   readonly options: VigilOptions;
-  readonly partitions: readonly number[];
+  /** Partitions to run from the start (a restarted worker gets its predecessor's). */
+  readonly partitions: readonly PartitionGrant[];
 }
 
+/** Why a partition stopped on a worker: handed over, lease lost, or a checkpoint refused by the fence. */
+export type PartitionStopReason = 'released' | 'lost' | 'fenced';
+
 /** Messages between the main thread and a worker. */
-export type ToWorker = { readonly op: 'metrics'; readonly id: number } | { readonly op: 'stop' };
+export type ToWorker =
+  | { readonly op: 'metrics'; readonly id: number }
+  | { readonly op: 'stop' }
+  | ({ readonly op: 'start-partition' } & PartitionGrant)
+  | {
+      readonly op: 'stop-partition';
+      readonly partition: number;
+      readonly reason: 'released' | 'lost';
+    };
 export type FromWorker =
   | { readonly op: 'ready' }
   | { readonly op: 'metrics'; readonly id: number; readonly metrics: unknown }
   | { readonly op: 'stopped' }
   /** Whether the worker's last checkpoints succeeded (readiness shows it). */
   | { readonly op: 'checkpoints'; readonly ok: boolean }
+  | { readonly op: 'partition-started'; readonly partition: number }
+  | {
+      readonly op: 'partition-stopped';
+      readonly partition: number;
+      readonly reason: PartitionStopReason;
+      /** A final checkpoint covers everything the partition processed. */
+      readonly checkpointed: boolean;
+    }
   | { readonly op: 'log'; readonly level: 'info' | 'warn' | 'error'; readonly message: string };
 
 const encoder = new TextEncoder();
 
+/** A partition this worker runs (or is starting). */
+interface Owned {
+  readonly partition: number;
+  readonly token: number;
+  runner: PartitionRunner | undefined;
+  checkpointer: Checkpointer | undefined;
+  /** Set the moment a stop arrives: no more markers, and a start under way gives up. */
+  dropped: boolean;
+}
+
 async function main(init: WorkerInit): Promise<void> {
+  if (parentPort === null) throw new Error('worker.ts runs in a worker thread');
   const port = parentPort;
-  if (port === null) throw new Error('worker.ts runs in a worker thread');
   const post = (m: FromWorker): void => port.postMessage(m);
   const log = (level: 'info' | 'warn' | 'error', message: string): void =>
     post({ op: 'log', level, message: `worker ${init.index}: ${message}` });
@@ -47,6 +78,44 @@ async function main(init: WorkerInit): Promise<void> {
   const metrics = new WorkerMetrics();
   const w = String(init.index);
   metrics.ready.set({ worker: w }, 0);
+  metrics.leasesHeld.set({ worker: w }, 0);
+
+  const owned = new Map<number, Owned>();
+  // Starts and stops of one partition run in the order they arrive; partitions run side by side.
+  const chains = new Map<number, Promise<void>>();
+  const inOrder = (p: number, fn: () => Promise<void>): void => {
+    const next = (chains.get(p) ?? Promise.resolve())
+      .then(fn)
+      .catch((err: Error) => log('error', `partition ${p}: ${err.stack ?? err.message}`));
+    chains.set(p, next);
+    void next.then(() => chains.get(p) === next && chains.delete(p));
+  };
+  let stopping: Promise<void> | undefined;
+  let setUp = (): void => {};
+  // Listen at once: the pool may send partitions while the worker is still connecting.
+  const ready = new Promise<void>((resolve) => (setUp = resolve));
+  port.on('message', (m: ToWorker) => {
+    if (m.op === 'metrics') {
+      void metrics.registry
+        .getMetricsAsJSON()
+        .then((json) => post({ op: 'metrics', id: m.id, metrics: json }));
+    } else if (m.op === 'start-partition') {
+      inOrder(m.partition, async () => {
+        await ready;
+        await startPartition(m, true).catch(crash);
+      });
+    } else if (m.op === 'stop-partition') {
+      const own = owned.get(m.partition);
+      if (own) {
+        own.dropped = true;
+        markers.remove(m.partition);
+      }
+      inOrder(m.partition, async () => {
+        await ready;
+        await stopPartition(m.partition, m.reason);
+      });
+    } else if (m.op === 'stop') stopping ??= ready.then(() => stopAll());
+  });
 
   const nc = await connect({
     servers: o.natsUrl,
@@ -62,22 +131,9 @@ async function main(init: WorkerInit): Promise<void> {
   const alerts = natsAlertSink(publisher);
   const deadLetters = natsDeadLetterSink(publisher);
 
-  // The highest marker already in each partition's log, so a restart does not write them again.
-  const lastMarker = new Map<number, number>();
-  for (const p of init.partitions) {
-    const last = await jsm.streams
-      .getMessage(Streams.events, { last_by_subj: markerSubject(p) })
-      .catch(() => null);
-    let seq = 0;
-    try {
-      seq = last ? Number((last.json() as { controlSeq?: unknown }).controlSeq) || 0 : 0;
-    } catch {
-      seq = 0;
-    }
-    lastMarker.set(p, seq);
-  }
+  // Used by the message handler above only for partitions in `owned`, i.e. once set up.
+  const markers = new MarkerWriter(js, jsm, log);
 
-  const applied = new Map<number, number>(init.partitions.map((p) => [p, 0]));
   const onControl = async (e: ControlEvent): Promise<void> => {
     metrics.controlSeen.set({ worker: w }, e.seq);
     if (!e.outcome.ok) {
@@ -92,28 +148,7 @@ async function main(init: WorkerInit): Promise<void> {
       });
       return;
     }
-    // The owner writes the marker into each of its partitions; Nats-Msg-Id makes a second writer harmless.
-    for (const p of init.partitions) {
-      if ((lastMarker.get(p) ?? 0) >= e.seq) continue;
-      // A timed-out publish must not end the control loop: retry (Nats-Msg-Id makes it safe).
-      for (let attempt = 0; ; attempt++) {
-        try {
-          await js.publish(
-            markerSubject(p),
-            encoder.encode(JSON.stringify({ vigil: 'epoch', controlSeq: e.seq })),
-            { msgID: `epoch-${e.seq}-${p}` },
-          );
-          break;
-        } catch (err) {
-          log(
-            'warn',
-            `marker ${e.seq} for partition ${p} not stored, retrying: ${(err as Error).message}`,
-          );
-          await new Promise((r) => setTimeout(r, Math.min(2000, 100 * 2 ** attempt)));
-        }
-      }
-      lastMarker.set(p, e.seq);
-    }
+    await markers.accept(e.seq);
   };
   const control = new ControlFollower(js, jsm, o.limits, onControl);
 
@@ -145,45 +180,61 @@ async function main(init: WorkerInit): Promise<void> {
         log('error', `could not publish the quarantine of ${ruleId}: ${err.message}`),
       );
   };
+
+  // Rule sets are kept from the oldest control sequence any partition may still need: the one
+  // in force on each partition run here, and for every other partition the one of its
+  // checkpoint (this worker may be handed it at any time, and replays its markers from there).
+  const applied = new Map<number, number>();
+  let checkpointedSeqs: number[] | undefined;
+  const releaseRuleSets = (): void => {
+    let floor = Infinity;
+    if (store !== undefined) {
+      if (checkpointedSeqs === undefined) return;
+      checkpointedSeqs.forEach((seq, p) => {
+        floor = Math.min(floor, applied.get(p) ?? seq);
+      });
+    } else for (const seq of applied.values()) floor = Math.min(floor, seq);
+    if (Number.isFinite(floor)) control.release(floor);
+  };
   const onApplied = (p: number, seq: number): void => {
     applied.set(p, seq);
-    control.release(Math.min(...applied.values()));
+    releaseRuleSets();
   };
 
   await control.start();
   const store = o.checkpointIntervalMs > 0 ? new RedisCheckpointStore(o.redisUrl) : undefined;
+  const refreshCheckpointedSeqs = async (): Promise<void> => {
+    // Checkpoints only move forward, so a value read earlier is a safe lower bound.
+    checkpointedSeqs = (await store?.loadControlSeqs(o.partitions)) ?? checkpointedSeqs;
+    releaseRuleSets();
+  };
   const savedRuleSets = new Set<number>();
-  const runners: PartitionRunner[] = [];
-  const checkpointers: Checkpointer[] = [];
-  for (const p of init.partitions) {
-    // Restore from the last checkpoint: state, offset and the rule sets it was judged under.
-    const stored = store ? await store.load(p) : undefined;
-    let initialState: PartitionState | undefined;
-    if (stored !== undefined) {
-      const meta = JSON.parse(stored.meta) as {
-        controlSeq: number;
-        buffer: [number, number, unknown, unknown, number][];
-      };
-      const extra = new Map<number, RuleSet>();
-      for (const seq of new Set([meta.controlSeq, ...meta.buffer.map((b) => b[4])])) {
-        if (control.ruleSetAt(seq) !== undefined) continue;
-        const json = await store?.loadRuleSet(seq);
-        if (json !== undefined) extra.set(seq, restoreRuleSet(json, o.limits));
-      }
-      initialState = restorePartitionParts(
-        stored.meta,
-        stored.fields,
-        (seq) => control.ruleSetAt(seq) ?? extra.get(seq),
-        { outOfOrderMs: o.outOfOrderMs, limits: o.limits },
-      );
-      applied.set(p, initialState.ruleSet.controlSeq);
-      metrics.controlApplied.set({ partition: String(p) }, initialState.ruleSet.controlSeq);
+  const leased = (): number => [...owned.values()].filter((x) => x.token > 0 && x.runner).length;
+
+  async function startPartition(grant: PartitionGrant, handedOver: boolean): Promise<void> {
+    const p = grant.partition;
+    if (owned.has(p)) return;
+    const own: Owned = {
+      partition: p,
+      token: grant.token,
+      runner: undefined,
+      checkpointer: undefined,
+      dropped: false,
+    };
+    owned.set(p, own);
+    void markers.add(p, () => owned.get(p) === own && !own.dropped);
+    const restored = store
+      ? await restoreCheckpoint(store, p, (seq) => control.ruleSetAt(seq), o)
+      : undefined;
+    const initialState = restored?.state;
+    if (restored)
       log(
         'info',
-        `partition ${p} restored at offset ${stored.offset}, control sequence ${stored.controlSeq}`,
+        `partition ${p} restored at offset ${restored.offset}, control sequence ${initialState?.ruleSet.controlSeq}`,
       );
-    }
-    const source = await jetStreamPartitionSource(js, p, (stored?.offset ?? 0) + 1);
+    if (own.dropped) return;
+    applied.set(p, initialState?.ruleSet.controlSeq ?? 0);
+    const source = await jetStreamPartitionSource(js, p, (restored?.offset ?? 0) + 1);
     let checkpointer: Checkpointer | undefined;
     const runner = new PartitionRunner({
       partition: p,
@@ -209,24 +260,86 @@ async function main(init: WorkerInit): Promise<void> {
           store,
           metrics,
           settled: () => publisher.settled(),
-          fence: () => 0,
+          fence: () => own.token,
+          onFenced: () => {
+            // A newer owner holds the lease: stop now, without a checkpoint.
+            if (own.dropped) return;
+            own.dropped = true;
+            markers.remove(p);
+            inOrder(p, async () => {
+              if (owned.get(p) === own) await stopPartition(p, 'fenced');
+            });
+          },
           maxUncheckpointed: o.maxUncheckpointedRecords,
           timeoutMs: Math.max(2000, 5 * o.checkpointIntervalMs),
           fullEvery: o.checkpointFullEvery,
           savedRuleSets,
           log,
         },
-        stored?.offset ?? 0,
+        restored?.offset ?? 0,
       );
-      checkpointers.push(checkpointer);
     }
+    own.runner = runner;
+    own.checkpointer = checkpointer;
     runner.start();
-    runners.push(runner);
+    if (own.token > 0) {
+      metrics.leasesHeld.set({ worker: w }, leased());
+      if (handedOver) metrics.leaseHandoffs.inc({ reason: 'acquired' });
+    }
+    post({ op: 'partition-started', partition: p });
   }
+
+  async function stopPartition(p: number, reason: PartitionStopReason): Promise<void> {
+    const own = owned.get(p);
+    let checkpointed = false;
+    if (own !== undefined) {
+      own.dropped = true;
+      markers.remove(p);
+      if (reason === 'released') {
+        // Stop reading, finish the record in flight, then a final checkpoint (it waits for
+        // every alert to be acknowledged) so that the next owner replays nothing.
+        own.checkpointer?.drain();
+        await own.runner?.stop();
+        // A periodic checkpoint under way may have been taken before the last records: a
+        // second one covers them (and costs nothing when there is nothing new).
+        await own.checkpointer?.checkpoint();
+        checkpointed = (await own.checkpointer?.checkpoint()) ?? own.runner !== undefined;
+        await own.checkpointer?.close();
+      } else {
+        // The lease is gone: no more records, alerts, markers or checkpoints from here. Closing
+        // the checkpointer first also lets a partition held back by backpressure stop.
+        const closing = own.checkpointer?.close();
+        await own.runner?.stop();
+        await closing;
+      }
+      owned.delete(p);
+      applied.delete(p);
+      const partition = String(p);
+      for (const g of [
+        metrics.offset,
+        metrics.lag,
+        metrics.watermarkLag,
+        metrics.controlApplied,
+        metrics.checkpointLast,
+        metrics.checkpointOffset,
+      ])
+        g.remove({ partition });
+      if (own.token > 0) {
+        metrics.leasesHeld.set({ worker: w }, leased());
+        metrics.leaseHandoffs.inc({ reason: reason === 'released' ? 'released' : 'lost' });
+      }
+      log('info', `partition ${p} stopped (${reason})`);
+    }
+    post({ op: 'partition-stopped', partition: p, reason, checkpointed });
+  }
+
   let checkpointsOk = true;
   const checkpointTimer =
     store !== undefined
       ? setInterval(() => {
+          const checkpointers = [...owned.values()].flatMap((x) =>
+            x.checkpointer && !x.dropped ? [x.checkpointer] : [],
+          );
           void Promise.all(checkpointers.map((c) => c.checkpoint())).then(() => {
             const ok = checkpointers.every((c) => c.healthy);
             if (ok !== checkpointsOk) post({ op: 'checkpoints', ok });
@@ -234,14 +347,23 @@ async function main(init: WorkerInit): Promise<void> {
           });
         }, o.checkpointIntervalMs)
       : undefined;
-  metrics.ready.set({ worker: w }, 1);
-  post({ op: 'ready' });
+  const seqsTimer =
+    store !== undefined
+      ? setInterval(
+          () => void refreshCheckpointedSeqs().catch(() => undefined),
+          Math.max(5000, o.checkpointIntervalMs),
+        )
+      : undefined;
+  // Not awaited: with Redis away the worker still starts (nothing is released until it answers).
+  void refreshCheckpointedSeqs().catch(() => undefined);
 
   // Idle partitions with pending timers get a tick, so absence rules fire on a quiet stream.
   const ticker =
     o.tickIntervalMs > 0
       ? setInterval(() => {
-          for (const r of runners) {
+          for (const x of owned.values()) {
+            const r = x.runner;
+            if (r === undefined || x.dropped) continue;
             if (r.idleMs < o.tickIntervalMs || !r.waitingForTime) continue;
             const p = r.state.partition;
             js.publish(
@@ -252,28 +374,45 @@ async function main(init: WorkerInit): Promise<void> {
         }, o.tickIntervalMs)
       : undefined;
 
-  port.on('message', (m: ToWorker) => {
-    if (m.op === 'metrics') {
-      void metrics.registry
-        .getMetricsAsJSON()
-        .then((json) => post({ op: 'metrics', id: m.id, metrics: json }));
-      return;
-    }
-    void (async () => {
-      if (ticker) clearInterval(ticker);
-      if (checkpointTimer) clearInterval(checkpointTimer);
-      metrics.ready.set({ worker: w }, 0);
-      await Promise.all(runners.map((r) => r.stop()));
-      // A last checkpoint on a clean stop, so a restart replays nothing.
-      await Promise.all(checkpointers.map((c) => c.checkpoint()));
-      await store?.close();
-      await control.stop();
-      await publisher.flush();
-      await nc.drain();
-      post({ op: 'stopped' });
-      port.close();
-    })();
-  });
+  async function stopAll(): Promise<void> {
+    if (ticker) clearInterval(ticker);
+    if (checkpointTimer) clearInterval(checkpointTimer);
+    if (seqsTimer) clearInterval(seqsTimer);
+    metrics.ready.set({ worker: w }, 0);
+    // A last checkpoint of every partition on a clean stop, so the next owner replays nothing.
+    const all = [...owned.keys()];
+    await Promise.all(
+      all.map(
+        (p) =>
+          new Promise<void>((resolve) =>
+            inOrder(p, async () => {
+              await stopPartition(p, 'released');
+              resolve();
+            }),
+          ),
+      ),
+    );
+    await Promise.all([...chains.values()]);
+    await store?.close();
+    await control.stop();
+    await publisher.flush();
+    await nc.drain();
+    post({ op: 'stopped' });
+    port.close();
+  }
+
+  const crash = (err: unknown): void => {
+    // A partition that cannot start would be held and never run: end the thread, as a crash
+    // would; the pool restarts it and the restore is tried again.
+    setImmediate(() => {
+      throw err;
+    });
+  };
+  for (const grant of init.partitions)
+    inOrder(grant.partition, () => startPartition(grant, false).catch(crash));
+  metrics.ready.set({ worker: w }, 1);
+  post({ op: 'ready' });
+  setUp();
 }
 
 main(workerData as WorkerInit).catch((err: unknown) => {

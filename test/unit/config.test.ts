@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { assignPartitions, natsConfig, partitionOf, resolveOptions } from '../../service/index.js';
 
@@ -40,6 +41,42 @@ describe('service options', () => {
         ],
       }),
     );
+  });
+
+  it('lease settings: defaults, variables, instance id from host and port', () => {
+    const o = resolveOptions({}, { VIGIL_LEASE_TTL_MS: '3000', VIGIL_LEASE_RENEW_MS: '500' });
+    expect(o).toMatchObject({ leaseTtlMs: 3000, leaseRenewMs: 500 });
+    expect(o.instanceId).toBe(`${hostname()}:8080`);
+    expect(resolveOptions({}, {})).toMatchObject({ leaseTtlMs: 10_000, leaseRenewMs: 2000 });
+    expect(resolveOptions({}, { VIGIL_INSTANCE_ID: 'pod-7' }).instanceId).toBe('pod-7');
+  });
+
+  it('refuses lease settings that could lose leases or let a replayed alert through twice', () => {
+    const problems = (env: Record<string, string>): unknown => {
+      try {
+        resolveOptions({}, env);
+        return [];
+      } catch (e) {
+        return (e as { problems: unknown }).problems;
+      }
+    };
+    expect(problems({ VIGIL_LEASE_TTL_MS: '3000', VIGIL_LEASE_RENEW_MS: '1500' })).toEqual([
+      expect.objectContaining({
+        pointer: '/leaseRenewMs',
+        message: expect.stringMatching(/VIGIL_LEASE_RENEW_MS.*a third of "leaseTtlMs"/),
+      }),
+    ]);
+    expect(problems({ VIGIL_DUPLICATE_WINDOW_MS: '10500' })).toEqual([
+      expect.objectContaining({
+        pointer: '/duplicateWindowMs',
+        message: expect.stringMatching(
+          /VIGIL_DUPLICATE_WINDOW_MS.*exceed "leaseTtlMs" \+ "checkpointIntervalMs" \(10000 \+ 1000 ms\)/,
+        ),
+      }),
+    ]);
+    expect(problems({ VIGIL_INSTANCE_ID: 'a b' })).toEqual([
+      expect.objectContaining({ pointer: '/instanceId' }),
+    ]);
   });
 
   it('spreads partitions over workers', () => {

@@ -1,0 +1,55 @@
+import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
+import type { RuleSet } from '../rules/index.js';
+import type { WorkerPool } from '../service/index.js';
+import type { ChangeRecord, ControlLog } from './control-log.js';
+import type { ControlWriter } from './control-writer.js';
+import { ApiError, ApiErrorCode } from './errors.js';
+import type { ControlPlaneOptions } from './options.js';
+
+/** What the route handlers share: settings, the fold of `CONTROL`, the writer, the service's pool. */
+export interface ApiContext {
+  readonly options: ControlPlaneOptions;
+  /** The fold of `CONTROL`; 503 until the control plane has caught up with it. */
+  log(): ControlLog;
+  writer(): ControlWriter;
+  js(): JetStreamClient;
+  jsm(): JetStreamManager;
+  /** The service's worker pool, when the API runs inside the service (status, stats). */
+  pool(): WorkerPool | undefined;
+}
+
+/** 503 while the control plane is starting. */
+export function starting(): ApiError {
+  return new ApiError(
+    ApiErrorCode.Unavailable,
+    'the control plane is still reading CONTROL; try again in a moment',
+  );
+}
+
+/** A change's audit record as the API shows it. */
+export function changeView(r: ChangeRecord): Record<string, unknown> {
+  return {
+    seq: r.seq,
+    at: new Date(r.at).toISOString(),
+    op: r.op,
+    ok: r.ok,
+    ...r.meta,
+    changes: r.changes,
+    ...(r.models.length > 0 ? { models: r.models } : {}),
+    ...(r.problems === undefined ? {} : { problems: r.problems }),
+  };
+}
+
+/** 409 when a rule's version is not the one the change expects (0: the rule must not exist). */
+export function checkRuleVersion(rs: RuleSet, id: string, expected: number | undefined): void {
+  if (expected === undefined) return;
+  const current = rs.rules.get(id)?.version ?? 0;
+  if (current !== expected)
+    throw new ApiError(
+      ApiErrorCode.Conflict,
+      current === 0
+        ? `rule "${id}" does not exist, but the change expects version ${expected}`
+        : `rule "${id}" is at version ${current}, not ${expected}: it changed since you read it; get it again and reapply your change`,
+      { details: { id, currentVersion: current, expectedVersion: expected } },
+    );
+}

@@ -1,0 +1,415 @@
+/**
+ * The OpenAPI 3.0 description of `/v1`, served at `/v1/openapi.json`. Written by hand so it can
+ * say what each route means; a test checks that its paths and methods are exactly the routes the
+ * router registers.
+ */
+
+const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+const json = (schema: unknown) => ({ 'application/json': { schema } });
+const errors = (...codes: number[]) =>
+  Object.fromEntries(
+    codes.map((c) => [String(c), { $ref: `#/components/responses/E${c}` }] as const),
+  );
+const idParam = { name: 'id', in: 'path', required: true, schema: { type: 'string' } };
+const ifMatch = {
+  name: 'If-Match',
+  in: 'header',
+  required: false,
+  description: 'The version the change expects ("0": must not exist). Stale: 409.',
+  schema: { type: 'string' },
+};
+const reason = {
+  name: 'X-Vigil-Reason',
+  in: 'header',
+  required: false,
+  description: 'Why: recorded in the control message meta (or body field `reason`).',
+  schema: { type: 'string' },
+};
+const ok = (description: string, schema: unknown = { type: 'object' }) => ({
+  description,
+  content: json(schema),
+});
+
+function op(
+  summary: string,
+  role: 'read' | 'write' | 'admin' | 'none',
+  responses: Record<string, unknown>,
+  extra: Record<string, unknown> = {},
+) {
+  return {
+    summary,
+    description: role === 'none' ? 'No token needed.' : `Needs the "${role}" role (or higher).`,
+    ...(role === 'none' ? { security: [] } : {}),
+    ...extra,
+    responses: { ...responses, ...(role === 'none' ? {} : errors(401, 403)) },
+  };
+}
+
+const change = (body?: unknown, params: unknown[] = [idParam, ifMatch, reason]) => ({
+  parameters: params,
+  ...(body === undefined ? {} : { requestBody: { required: true, content: json(body) } }),
+});
+
+/** The document. */
+export const OPENAPI = {
+  openapi: '3.0.3',
+  info: {
+    title: 'Vigil control plane',
+    version: '1',
+    description:
+      'Rules, models and lookup tables over the CONTROL stream (the source of truth). Every change is one control message on vigil.control, validated first, recorded with actor, reason and request id. Versions are CONTROL sequences. Errors: {"error": {"code", "message", "details"}}.',
+  },
+  servers: [{ url: '/v1' }],
+  security: [{ bearer: [] }],
+  paths: {
+    '/openapi.json': { get: op('This document', 'none', { '200': ok('OpenAPI 3.0 document') }) },
+    '/rules': {
+      get: op('List rules with state, version and last change', 'read', {
+        '200': ok('Rules', {
+          type: 'object',
+          properties: {
+            controlSeq: { type: 'integer' },
+            rules: { type: 'array', items: ref('RuleView') },
+          },
+        }),
+      }),
+    },
+    '/rules/validate': {
+      post: op(
+        'Validate a rule or a control message against the rules in force, publishing nothing',
+        'read',
+        {
+          '200': ok("Valid, with what it would do to each rule's state"),
+          ...errors(400, 422),
+        },
+        {
+          requestBody: {
+            required: true,
+            content: json({
+              oneOf: [
+                ref('Rule'),
+                { type: 'object', properties: { rule: ref('Rule') } },
+                { type: 'object', properties: { message: { type: 'object' } } },
+              ],
+            }),
+          },
+        },
+      ),
+    },
+    '/rules/{id}': {
+      get: op(
+        'One rule (ETag: its version)',
+        'read',
+        { '200': ok('Rule', ref('RuleView')), ...errors(404) },
+        { parameters: [idParam] },
+      ),
+      put: op(
+        'Create or replace a rule',
+        'write',
+        {
+          '200': ok('Replaced', ref('RuleChange')),
+          '201': ok('Created', ref('RuleChange')),
+          ...errors(400, 409, 413, 422),
+        },
+        change({
+          oneOf: [
+            ref('Rule'),
+            {
+              type: 'object',
+              required: ['rule'],
+              properties: {
+                rule: ref('Rule'),
+                expectedVersion: { type: 'integer' },
+                reason: { type: 'string' },
+              },
+            },
+          ],
+        }),
+      ),
+      delete: op(
+        'Delete a rule',
+        'write',
+        { '200': ok('Deleted', ref('RuleChange')), ...errors(404, 409) },
+        change(),
+      ),
+    },
+    '/rules/{id}/pause': {
+      post: op(
+        'Pause a rule (it keeps its definition)',
+        'write',
+        { '200': ok('Paused', ref('RuleChange')), ...errors(404, 409) },
+        change(),
+      ),
+    },
+    '/rules/{id}/resume': {
+      post: op(
+        'Resume a paused rule',
+        'write',
+        { '200': ok('Resumed', ref('RuleChange')), ...errors(404, 409) },
+        change(),
+      ),
+    },
+    '/rules/{id}/history': {
+      get: op(
+        'Every revision of a rule: who, when, why, and a diff to the revision before',
+        'read',
+        { '200': ok('History'), ...errors(404) },
+        { parameters: [idParam] },
+      ),
+    },
+    '/rules/{id}/diff': {
+      get: op(
+        'Differences between two versions (default: the one before the current, and the current)',
+        'read',
+        { '200': ok('Diff'), ...errors(400, 404) },
+        {
+          parameters: [
+            idParam,
+            { name: 'from', in: 'query', schema: { type: 'integer' } },
+            { name: 'to', in: 'query', schema: { type: 'integer' } },
+          ],
+        },
+      ),
+    },
+    '/rules/{id}/rollback': {
+      post: op(
+        'Publish the definition of an earlier version as the new version',
+        'write',
+        { '200': ok('Rolled back', ref('RuleChange')), ...errors(404, 409, 422) },
+        change({
+          type: 'object',
+          required: ['version'],
+          properties: {
+            version: { type: 'integer' },
+            expectedVersion: { type: 'integer' },
+            reason: { type: 'string' },
+          },
+        }),
+      ),
+    },
+    '/rules/{id}/explain': {
+      post: op(
+        "How the rule in force judges one event: each check, and the condition tree with every leaf's fact value and result (json-rules-engine's result tree)",
+        'read',
+        { '200': ok('Explanation'), ...errors(404, 422) },
+        {
+          parameters: [idParam],
+          requestBody: {
+            required: true,
+            content: json({
+              type: 'object',
+              required: ['event'],
+              properties: {
+                event: { type: 'object' },
+                key: { type: 'string', description: 'partition key, for rules without "key"' },
+              },
+            }),
+          },
+        },
+      ),
+    },
+    '/rules/{id}/stats': {
+      get: op(
+        'Alerts, errors, quarantines and overflows of this process, and the last alert in ALERTS',
+        'read',
+        { '200': ok('Stats'), ...errors(404) },
+        { parameters: [idParam] },
+      ),
+    },
+    '/changesets': {
+      post: op(
+        'Several changes as one atomic control message (replace-all and clear-state need "admin")',
+        'write',
+        { '200': ok('Applied'), ...errors(400, 409, 413, 422) },
+        {
+          parameters: [reason],
+          requestBody: {
+            required: true,
+            content: json({
+              type: 'object',
+              required: ['changes'],
+              properties: {
+                changes: {
+                  type: 'array',
+                  items: {
+                    type: 'object',
+                    description: 'a control message (not a changeset); may carry expectedVersion',
+                  },
+                },
+                expectedControlSeq: { type: 'integer' },
+                reason: { type: 'string' },
+              },
+            }),
+          },
+        },
+      ),
+    },
+    '/models': {
+      get: op('List models and lookup tables', 'read', { '200': ok('Models') }),
+    },
+    '/models/{id}': {
+      get: op(
+        'One model or lookup table',
+        'read',
+        { '200': ok('Model'), ...errors(404) },
+        { parameters: [idParam] },
+      ),
+      put: op(
+        'Create or replace a model or lookup table (body up to limits.maxControlBytes, 8 MiB by default)',
+        'write',
+        {
+          '200': ok('Replaced'),
+          '201': ok('Created'),
+          ...errors(400, 409, 413, 422),
+        },
+        change({
+          type: 'object',
+          description:
+            'a model (logistic, linear, lookup) or {"model", "expectedVersion"?, "reason"?}',
+        }),
+      ),
+      delete: op(
+        'Delete a model',
+        'write',
+        { '200': ok('Deleted'), ...errors(404, 409, 422) },
+        change(),
+      ),
+    },
+    '/backtest': {
+      post: op(
+        'Replay a range of EVENTS in-process through the rules in force at each event, and through a candidate rule set; nothing is published. 202 with a job id, or 200 with the result when "wait" is true. One at a time.',
+        'write',
+        { '200': ok('Finished (wait: true)'), '202': ok('Started'), ...errors(409, 422) },
+        {
+          requestBody: {
+            required: true,
+            content: json({
+              type: 'object',
+              properties: {
+                from: {
+                  type: 'object',
+                  description: '{"seq": n} or {"time": ISO-8601}; default the first record',
+                },
+                to: {
+                  type: 'object',
+                  description: '{"seq": n} or {"time": ISO-8601}; default the head',
+                },
+                candidate: {
+                  type: 'object',
+                  description:
+                    '{"rules", "models"?} (a whole rule set) or {"changes"} (applied to the rules in force)',
+                },
+                wait: { type: 'boolean' },
+                maxAlerts: {
+                  type: 'integer',
+                  description: 'alerts listed per side (all are counted); default 1000',
+                },
+              },
+            }),
+          },
+        },
+      ),
+    },
+    '/backtest/{id}': {
+      get: op(
+        'Progress, then the result, of a back-test',
+        'read',
+        { '200': ok('Job'), ...errors(404) },
+        { parameters: [idParam] },
+      ),
+      delete: op(
+        'Cancel a back-test',
+        'write',
+        { '200': ok('Job'), ...errors(404) },
+        { parameters: [idParam] },
+      ),
+    },
+    '/models/{id}/history': {
+      get: op(
+        'Every change of a model: sequence, time, who, why',
+        'read',
+        { '200': ok('History'), ...errors(404) },
+        { parameters: [idParam] },
+      ),
+    },
+    '/status': {
+      get: op(
+        'Per partition: owner, applied control sequence, lag, watermark, last checkpoint; whether all run the latest version; activation latency',
+        'read',
+        { '200': ok('Status') },
+      ),
+    },
+    '/control': {
+      get: op(
+        'The audit log: CONTROL messages after a sequence',
+        'read',
+        { '200': ok('Changes'), ...errors(400) },
+        {
+          parameters: [
+            { name: 'after', in: 'query', schema: { type: 'integer' } },
+            { name: 'limit', in: 'query', schema: { type: 'integer', maximum: 1000 } },
+          ],
+        },
+      ),
+    },
+  },
+  components: {
+    securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },
+    schemas: {
+      Rule: {
+        type: 'object',
+        description: 'A rule (docs/rule-language.md)',
+        required: ['on'],
+        properties: {
+          id: { type: 'string' },
+          on: { type: 'array', items: { type: 'string' } },
+          key: { type: 'string' },
+          when: { type: 'object' },
+          pattern: { type: 'object' },
+          alert: { type: 'object' },
+          description: { type: 'string' },
+        },
+      },
+      RuleView: {
+        type: 'object',
+        properties: {
+          id: { type: 'string' },
+          state: { type: 'string', enum: ['active', 'paused'] },
+          version: { type: 'integer' },
+          stateEpoch: { type: 'integer' },
+          lastChange: { type: 'object' },
+          rule: ref('Rule'),
+        },
+      },
+      RuleChange: {
+        allOf: [ref('RuleView'), { type: 'object', properties: { change: { type: 'object' } } }],
+      },
+      Error: {
+        type: 'object',
+        required: ['error'],
+        properties: {
+          error: {
+            type: 'object',
+            required: ['code', 'message'],
+            properties: {
+              code: { type: 'string' },
+              message: { type: 'string' },
+              details: { type: 'object' },
+            },
+          },
+        },
+      },
+    },
+    responses: Object.fromEntries(
+      [
+        [400, 'Bad request'],
+        [401, 'No or bad token'],
+        [403, "The token's role does not allow this"],
+        [404, 'No such rule, model, version or route'],
+        [409, 'Stale expected version; details.currentVersion'],
+        [413, 'Body or control message too large'],
+        [422, 'Not valid: details.problems, each {pointer, message}'],
+      ].map(([code, description]) => [`E${code}`, { description, content: json(ref('Error')) }]),
+    ),
+  },
+} as const;

@@ -1,0 +1,119 @@
+import {
+  applyControl,
+  createPartition,
+  emptyRuleSet,
+  parseControl,
+  processRecord,
+  skipControl,
+  type Alert,
+  type PartitionState,
+  type ProcessResult,
+  type RuleLimits,
+  type RuleSet,
+} from '../rules/index.js';
+import { MARKER_KEY, partitionOf, PROBE_KEY, TICK_KEY } from '../service/index.js';
+
+/** One message of `EVENTS`, as a replay reads it. */
+export interface ReplayMessage {
+  readonly seq: number;
+  readonly subject: string;
+  readonly data: Uint8Array;
+  /** When JetStream stored it: the default event time. */
+  readonly storedAt: number;
+}
+
+/** Which rules judge the replayed events. */
+export type ReplayRules =
+  /** The rules in force at each event: each partition's markers switch rule sets, as live. */
+  | { readonly kind: 'history'; readonly versions: ReadonlyMap<number, RuleSet> }
+  /** One fixed rule set for every event; markers change nothing. */
+  | { readonly kind: 'candidate'; readonly ruleSet: RuleSet };
+
+const decoder = new TextDecoder();
+
+function system(data: Uint8Array): Record<string, unknown> | undefined {
+  try {
+    const v = JSON.parse(decoder.decode(data)) as unknown;
+    return typeof v === 'object' && v !== null ? (v as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Folds `CONTROL` messages into the rule set after every sequence (the shards' own fold). */
+export function foldVersions(
+  messages: Iterable<{ seq: number; data: Uint8Array }>,
+  limits: RuleLimits,
+): Map<number, RuleSet> {
+  const versions = new Map<number, RuleSet>();
+  let rs = emptyRuleSet();
+  versions.set(0, rs);
+  for (const m of messages) {
+    const parsed = parseControl(m.data, limits);
+    rs = parsed.ok
+      ? applyControl(rs, parsed.message, m.seq, limits).ruleSet
+      : skipControl(rs, m.seq);
+    versions.set(m.seq, rs);
+  }
+  return versions;
+}
+
+/**
+ * Replays partition logs through the rules core in this process — the same `processRecord` the
+ * shards run, and the same classification of records as a partition runner: markers, ticks,
+ * probes, reserved and mis-partitioned keys. Nothing is published.
+ */
+export class Replay {
+  private readonly states: PartitionState[];
+
+  constructor(
+    private readonly rules: ReplayRules,
+    private readonly partitions: number,
+    outOfOrderMs: number,
+    limits: RuleLimits,
+    /** The rule set in force in each partition when the replay starts (history only). */
+    initial: (partition: number) => RuleSet = () => emptyRuleSet(),
+  ) {
+    this.states = Array.from({ length: partitions }, (_, p) =>
+      createPartition(rules.kind === 'candidate' ? rules.ruleSet : initial(p), {
+        partition: p,
+        outOfOrderMs,
+        limits,
+      }),
+    );
+  }
+
+  /** Feeds one message; returns the alerts it produced (empty for messages a shard skips). */
+  feed(m: ReplayMessage): readonly Alert[] {
+    const [, key = '', pText = ''] = m.subject.split('.');
+    const p = Number(pText);
+    const st = this.states[p];
+    if (st === undefined) return [];
+    let out: ProcessResult;
+    if (key === MARKER_KEY) {
+      if (this.rules.kind === 'candidate') return [];
+      const c = system(m.data)?.controlSeq;
+      const target = typeof c === 'number' ? this.rules.versions.get(c) : undefined;
+      if (target === undefined || target.controlSeq <= st.ruleSet.controlSeq) return [];
+      out = processRecord(st, { kind: 'marker', seq: m.seq, ruleSet: target });
+    } else if (key === TICK_KEY) {
+      const ts = system(m.data)?.ts;
+      if (typeof ts !== 'number' || !Number.isSafeInteger(ts)) return [];
+      out = processRecord(st, { kind: 'tick', seq: m.seq, ts });
+    } else if (
+      key.startsWith(PROBE_KEY) ||
+      key.startsWith('_') ||
+      partitionOf(key, this.partitions) !== p
+    )
+      return [];
+    else
+      out = processRecord(st, {
+        kind: 'event',
+        seq: m.seq,
+        key,
+        data: m.data,
+        publishTs: m.storedAt,
+      });
+    return out.alerts;
+  }
+}

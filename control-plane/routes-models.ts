@@ -1,0 +1,157 @@
+import type { Request, Router } from 'express';
+import type { CompiledModel, Model } from '../rules/index.js';
+import { requireRole } from './auth.js';
+import { changeView, type ApiContext } from './context.js';
+import type { ControlLog } from './control-log.js';
+import { ApiError, ApiErrorCode, invalid, notFound } from './errors.js';
+import { changeMeta, expectedVersion, handle } from './http-support.js';
+
+/** A model's version: the sequence of the last change that created or replaced it. */
+function modelVersion(log: ControlLog, id: string): number {
+  return log.modelHistory(id).at(-1)?.seq ?? 0;
+}
+
+function size(m: CompiledModel): number {
+  return m.kind === 'set' ? m.values.length : m.kind === 'map' ? m.map.size : m.def.features.length;
+}
+
+function modelView(log: ControlLog, id: string, m: CompiledModel, withDef: boolean) {
+  const last = log.modelHistory(id).at(-1);
+  return {
+    id,
+    kind: m.def.kind,
+    ...(m.def.description === undefined ? {} : { description: m.def.description }),
+    /** Entries of a lookup table, features of a scorer. */
+    size: size(m),
+    version: modelVersion(log, id),
+    lastChange:
+      last === undefined
+        ? undefined
+        : { seq: last.seq, at: new Date(last.at).toISOString(), op: last.op, ...last.meta },
+    ...(withDef ? { model: m.def } : {}),
+  };
+}
+
+function checkModelVersion(log: ControlLog, id: string, expected: number | undefined): void {
+  if (expected === undefined) return;
+  const current = log.ruleSet.models.has(id) ? modelVersion(log, id) : 0;
+  if (current !== expected)
+    throw new ApiError(
+      ApiErrorCode.Conflict,
+      `model "${id}" is at version ${current}, not ${expected}: it changed since you read it`,
+      { details: { id, currentVersion: current, expectedVersion: expected } },
+    );
+}
+
+function modelFromBody(req: Request, id: string): Model {
+  const body = req.body as Record<string, unknown> | undefined;
+  if (typeof body !== 'object' || body === null || Array.isArray(body))
+    throw invalid('the model', [{ pointer: '', message: 'send the model as a JSON object' }]);
+  const raw = (Object.hasOwn(body, 'model') ? body.model : body) as Record<string, unknown>;
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw))
+    throw invalid('the model', [{ pointer: '/model', message: 'model must be a JSON object' }]);
+  const { expectedVersion: _e, reason: _r, ...model } = raw;
+  if (model.id !== undefined && model.id !== id)
+    throw invalid('the model', [
+      {
+        pointer: '/id',
+        message: `the model's id "${String(model.id)}" differs from the URL's "${id}"`,
+      },
+    ]);
+  return { ...model, id } as unknown as Model;
+}
+
+/**
+ * Models and lookup tables (`list:<id>`): list, get, put, delete. A table travels in one control
+ * message, so its size is bounded by `limits.maxControlBytes` (8 MiB by default) and
+ * `limits.maxLookupEntries`.
+ */
+export function mountModelRoutes(router: Router, ctx: ApiContext): void {
+  router.get(
+    '/models',
+    requireRole('read'),
+    handle((_req, res) => {
+      const log = ctx.log();
+      const models = [...log.ruleSet.models]
+        .sort((a, b) => (a[0] < b[0] ? -1 : 1))
+        .map(([id, m]) => modelView(log, id, m, false));
+      res.json({ controlSeq: log.seq, models });
+    }),
+  );
+
+  router.get(
+    '/models/:id',
+    requireRole('read'),
+    handle((req, res) => {
+      const id = req.params.id as string;
+      const m = ctx.log().ruleSet.models.get(id);
+      if (m === undefined) throw notFound('model', id);
+      res.set('ETag', `"${modelVersion(ctx.log(), id)}"`).json(modelView(ctx.log(), id, m, true));
+    }),
+  );
+
+  router.get(
+    '/models/:id/history',
+    requireRole('read'),
+    handle((req, res) => {
+      const id = req.params.id as string;
+      const history = ctx.log().modelHistory(id);
+      if (history.length === 0) throw notFound('model', id);
+      res.json({
+        id,
+        revisions: history.map((h) => ({
+          seq: h.seq,
+          at: new Date(h.at).toISOString(),
+          op: h.op,
+          action: h.deleted ? 'deleted' : 'put',
+          ...h.meta,
+        })),
+      });
+    }),
+  );
+
+  router.put(
+    '/models/:id',
+    requireRole('write'),
+    handle(async (req, res) => {
+      const id = req.params.id as string;
+      const model = modelFromBody(req, id);
+      const expected = expectedVersion(req);
+      const existed = ctx.log().ruleSet.models.has(id);
+      const record = await ctx.writer().commit(
+        () => {
+          checkModelVersion(ctx.log(), id, expected);
+          return { op: 'upsert-model', model };
+        },
+        changeMeta(req, res),
+        'the model',
+      );
+      const m = ctx.log().ruleSet.models.get(id);
+      if (m === undefined) throw notFound('model', id);
+      res
+        .status(existed ? 200 : 201)
+        .set('ETag', `"${record.seq}"`)
+        .json({ ...modelView(ctx.log(), id, m, false), change: changeView(record) });
+    }),
+  );
+
+  router.delete(
+    '/models/:id',
+    requireRole('write'),
+    handle(async (req, res) => {
+      const id = req.params.id as string;
+      if (!ctx.log().ruleSet.models.has(id)) throw notFound('model', id);
+      const expected = expectedVersion(req);
+      const record = await ctx.writer().commit(
+        (rs) => {
+          if (!rs.models.has(id)) throw notFound('model', id);
+          checkModelVersion(ctx.log(), id, expected);
+          return { op: 'delete-model', id };
+        },
+        changeMeta(req, res),
+        `the deletion of model "${id}"`,
+      );
+      res.json({ id, deleted: true, change: changeView(record) });
+    }),
+  );
+}

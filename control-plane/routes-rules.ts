@@ -1,0 +1,311 @@
+import type { Request, Response, Router } from 'express';
+import {
+  applyControl,
+  type CompiledRule,
+  type ControlChange,
+  type ControlMessage,
+  type Rule,
+} from '../rules/index.js';
+import { requireRole } from './auth.js';
+import { changeView, checkRuleVersion, type ApiContext } from './context.js';
+import type { ControlLog, RuleRevision } from './control-log.js';
+import { ApiError, ApiErrorCode, invalid, notFound } from './errors.js';
+import { changeMeta, expectedVersion, handle } from './http-support.js';
+import { jsonDiff } from './json-diff.js';
+
+function lastChange(log: ControlLog, id: string): Record<string, unknown> | undefined {
+  const last = log.ruleHistory(id).at(-1);
+  return last === undefined ? undefined : revisionSummary(last);
+}
+
+function revisionSummary(r: RuleRevision): Record<string, unknown> {
+  return {
+    seq: r.seq,
+    at: new Date(r.at).toISOString(),
+    op: r.op,
+    action: r.action,
+    ...(r.stateReason === undefined ? {} : { stateReason: r.stateReason }),
+    ...r.meta,
+  };
+}
+
+/** A rule as the API shows it: definition, state, version and the last change that touched it. */
+export function ruleView(
+  log: ControlLog,
+  r: CompiledRule,
+  withDef = true,
+): Record<string, unknown> {
+  return {
+    id: r.id,
+    state: r.paused ? 'paused' : 'active',
+    version: r.version,
+    stateEpoch: r.stateEpoch,
+    ...(r.def.description === undefined ? {} : { description: r.def.description }),
+    on: r.def.on,
+    severity: r.severity,
+    lastChange: lastChange(log, r.id),
+    ...(withDef ? { rule: r.def } : {}),
+  };
+}
+
+function currentRule(ctx: ApiContext, id: string): CompiledRule {
+  const r = ctx.log().ruleSet.rules.get(id);
+  if (r === undefined) throw notFound('rule', id);
+  return r;
+}
+
+/** The body of a PUT: the rule itself, or `{rule, expectedVersion?, reason?}`. */
+function ruleFromBody(req: Request, id: string): Rule {
+  const body = req.body as Record<string, unknown> | undefined;
+  if (typeof body !== 'object' || body === null || Array.isArray(body))
+    throw invalid('the rule', [{ pointer: '', message: 'send the rule as a JSON object' }]);
+  const raw = (Object.hasOwn(body, 'rule') ? body.rule : body) as Record<string, unknown>;
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw))
+    throw invalid('the rule', [{ pointer: '/rule', message: 'rule must be a JSON object' }]);
+  const { expectedVersion: _e, reason: _r, ...rule } = raw;
+  if (rule.id !== undefined && rule.id !== id)
+    throw invalid('the rule', [
+      {
+        pointer: '/id',
+        message: `the rule's id "${String(rule.id)}" differs from the URL's "${id}"; make them equal`,
+      },
+    ]);
+  return { ...rule, id } as unknown as Rule;
+}
+
+function respondRule(
+  ctx: ApiContext,
+  res: Response,
+  id: string,
+  status: number,
+  seq: number,
+): void {
+  const r = ctx.log().ruleSet.rules.get(id);
+  if (r !== undefined) res.set('ETag', `"${r.version}"`);
+  const record = ctx.log().record(seq);
+  res.status(status).json({
+    ...(r === undefined ? { id, deleted: true } : ruleView(ctx.log(), r)),
+    change: record === undefined ? { seq } : changeView(record),
+  });
+}
+
+/** Rules: list, get, put, delete, pause, resume, history, diff, rollback, validate, changesets. */
+export function mountRuleRoutes(router: Router, ctx: ApiContext): void {
+  router.get(
+    '/rules',
+    requireRole('read'),
+    handle((_req, res) => {
+      const log = ctx.log();
+      const rules = [...log.ruleSet.rules.values()]
+        .sort((a, b) => (a.id < b.id ? -1 : 1))
+        .map((r) => ruleView(log, r, false));
+      res.json({ controlSeq: log.seq, rules });
+    }),
+  );
+
+  router.post(
+    '/rules/validate',
+    requireRole('read'),
+    handle((req, res) => {
+      const body = req.body as Record<string, unknown> | undefined;
+      if (typeof body !== 'object' || body === null || Array.isArray(body))
+        throw invalid('the body', [
+          { pointer: '', message: 'send a rule, {"rule": …} or {"message": <control message>}' },
+        ]);
+      const message: unknown = Object.hasOwn(body, 'message')
+        ? body.message
+        : { op: 'upsert-rule', rule: Object.hasOwn(body, 'rule') ? body.rule : body };
+      const rs = ctx.log().ruleSet;
+      const outcome = applyControl(rs, message, rs.controlSeq + 1, ctx.options.limits);
+      if (!outcome.ok) throw invalid('the change', outcome.problems);
+      res.json({ valid: true, changes: outcome.changes });
+    }),
+  );
+
+  router.get(
+    '/rules/:id',
+    requireRole('read'),
+    handle((req, res) => {
+      const r = currentRule(ctx, req.params.id as string);
+      res.set('ETag', `"${r.version}"`).json(ruleView(ctx.log(), r));
+    }),
+  );
+
+  router.put(
+    '/rules/:id',
+    requireRole('write'),
+    handle(async (req, res) => {
+      const id = req.params.id as string;
+      const rule = ruleFromBody(req, id);
+      const expected = expectedVersion(req);
+      const record = await ctx.writer().commit(
+        (rs) => {
+          checkRuleVersion(rs, id, expected);
+          return { op: 'upsert-rule', rule };
+        },
+        changeMeta(req, res),
+        'the rule',
+      );
+      const created = record.changes.some((c) => c.ruleId === id && c.action === 'created');
+      respondRule(ctx, res, id, created ? 201 : 200, record.seq);
+    }),
+  );
+
+  const simple = (op: 'delete-rule' | 'pause-rule' | 'resume-rule', path: string) =>
+    handle(async (req, res) => {
+      const id = req.params.id as string;
+      currentRule(ctx, id);
+      const expected = expectedVersion(req);
+      const record = await ctx.writer().commit(
+        (rs) => {
+          if (!rs.rules.has(id)) throw notFound('rule', id);
+          checkRuleVersion(rs, id, expected);
+          return { op, id };
+        },
+        changeMeta(req, res),
+        `${path} of rule "${id}"`,
+      );
+      respondRule(ctx, res, id, 200, record.seq);
+    });
+  router.delete('/rules/:id', requireRole('write'), simple('delete-rule', 'delete'));
+  router.post('/rules/:id/pause', requireRole('write'), simple('pause-rule', 'pause'));
+  router.post('/rules/:id/resume', requireRole('write'), simple('resume-rule', 'resume'));
+
+  router.get(
+    '/rules/:id/history',
+    requireRole('read'),
+    handle((req, res) => {
+      const id = req.params.id as string;
+      const history = ctx.log().ruleHistory(id);
+      if (history.length === 0) throw notFound('rule', id);
+      let previous: Rule | undefined;
+      const revisions = history.map((h) => {
+        const diff = jsonDiff(previous, h.rule);
+        previous = h.rule;
+        return {
+          ...revisionSummary(h),
+          version: h.version ?? null,
+          state: h.rule === undefined ? 'deleted' : h.paused ? 'paused' : 'active',
+          rule: h.rule ?? null,
+          diff,
+        };
+      });
+      res.json({ id, revisions });
+    }),
+  );
+
+  router.get(
+    '/rules/:id/diff',
+    requireRole('read'),
+    handle((req, res) => {
+      const id = req.params.id as string;
+      const history = ctx.log().ruleHistory(id);
+      if (history.length === 0) throw notFound('rule', id);
+      const versions = [...new Set(history.map((h) => h.version).filter((v) => v !== undefined))];
+      const at = (name: 'from' | 'to', fallback: number | undefined): number | undefined => {
+        const q = req.query[name];
+        if (q === undefined) return fallback;
+        if (typeof q !== 'string' || !/^\d+$/.test(q))
+          throw new ApiError(ApiErrorCode.BadRequest, `${name} must be a version number`);
+        return Number(q);
+      };
+      const to = at('to', ctx.log().ruleSet.rules.get(id)?.version ?? versions.at(-1));
+      const from = at('from', versions.filter((v) => to === undefined || v < to).at(-1));
+      const def = (v: number | undefined): Rule | undefined => {
+        if (v === undefined) return undefined;
+        const h = history.find((x) => x.version === v && x.rule !== undefined);
+        if (h === undefined) throw notFound('version', `${id}@${v}`);
+        return h.rule;
+      };
+      res.json({ id, from: from ?? null, to: to ?? null, diff: jsonDiff(def(from), def(to)) });
+    }),
+  );
+
+  router.post(
+    '/rules/:id/rollback',
+    requireRole('write'),
+    handle(async (req, res) => {
+      const id = req.params.id as string;
+      const body = (req.body ?? {}) as { version?: unknown };
+      if (!Number.isSafeInteger(body.version))
+        throw invalid('the rollback', [
+          {
+            pointer: '/version',
+            message: 'version must be the version to go back to (see the history)',
+          },
+        ]);
+      const target = ctx
+        .log()
+        .ruleHistory(id)
+        .find((h) => h.version === body.version && h.rule !== undefined);
+      if (target?.rule === undefined) throw notFound('version', `${id}@${String(body.version)}`);
+      const rule = target.rule;
+      const expected = expectedVersion(req);
+      const meta = changeMeta(req, res);
+      const record = await ctx.writer().commit(
+        (rs) => {
+          checkRuleVersion(rs, id, expected);
+          return { op: 'upsert-rule', rule };
+        },
+        { ...meta, reason: meta.reason ?? `rollback to version ${target.version}` },
+        'the rollback',
+      );
+      respondRule(ctx, res, id, 200, record.seq);
+    }),
+  );
+
+  router.post(
+    '/changesets',
+    requireRole('write'),
+    handle(async (req, res) => {
+      const body = (req.body ?? {}) as { changes?: unknown; expectedControlSeq?: unknown };
+      if (!Array.isArray(body.changes) || body.changes.length === 0)
+        throw invalid('the changeset', [
+          { pointer: '/changes', message: 'changes must be a non-empty array of control messages' },
+        ]);
+      const changes = body.changes as Record<string, unknown>[];
+      const role = res.locals.principal?.role as string | undefined;
+      if (
+        changes.some((c) => c?.op === 'replace-all' || c?.op === 'clear-state') &&
+        role !== 'admin'
+      )
+        throw new ApiError(
+          ApiErrorCode.Forbidden,
+          'replace-all and clear-state need the "admin" role',
+          {
+            details: { needed: 'admin', role },
+          },
+        );
+      const expectedSeq = body.expectedControlSeq;
+      if (expectedSeq !== undefined && !Number.isSafeInteger(expectedSeq))
+        throw new ApiError(ApiErrorCode.BadRequest, 'expectedControlSeq must be an integer');
+      const record = await ctx.writer().commit(
+        (rs) => {
+          if (expectedSeq !== undefined && rs.controlSeq !== expectedSeq)
+            throw new ApiError(
+              ApiErrorCode.Conflict,
+              `CONTROL is at sequence ${rs.controlSeq}, not ${String(expectedSeq)}`,
+              { details: { currentControlSeq: rs.controlSeq, expectedControlSeq: expectedSeq } },
+            );
+          const stripped = changes.map((c) => {
+            if (typeof c !== 'object' || c === null) return c;
+            const { expectedVersion: ev, meta: _m, ...rest } = c;
+            if (ev !== undefined) {
+              const rid = (rest.rule as { id?: unknown } | undefined)?.id ?? rest.id;
+              if (typeof rid === 'string' && Number.isSafeInteger(ev))
+                checkRuleVersion(rs, rid, ev as number);
+            }
+            return rest;
+          });
+          return {
+            op: 'changeset',
+            changes: stripped as unknown as ControlChange[],
+          } satisfies ControlMessage;
+        },
+        changeMeta(req, res),
+        'the changeset',
+      );
+      res.json({ change: changeView(record) });
+    }),
+  );
+}

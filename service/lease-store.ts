@@ -1,0 +1,311 @@
+import { Redis } from 'ioredis';
+import { VigilError } from '../rules/index.js';
+
+/** Stable error codes of partition ownership. */
+export const LeaseErrorCode = {
+  Replaced: 'VIGIL_E_LEASE_REPLACED',
+} as const;
+
+/**
+ * This process's instance id was registered by a newer process (a restart of the same instance,
+ * or a second process started with the same `instanceId`): this one may hold no lease any more.
+ */
+export class InstanceReplacedError extends VigilError {
+  override name = 'InstanceReplacedError';
+  readonly instanceId: string;
+
+  constructor(instanceId: string, options: { cause?: unknown } = {}) {
+    super(
+      LeaseErrorCode.Replaced,
+      `instance id "${instanceId}" was taken over by a newer process; give each process its own VIGIL_INSTANCE_ID (or HTTP port)`,
+      { retryable: false, ...options },
+    );
+    this.instanceId = instanceId;
+  }
+}
+
+/** Who holds a partition's lease. */
+export interface LeaseHolder {
+  readonly instanceId: string;
+  readonly incarnation: string;
+  readonly token: number;
+}
+
+// A lease is one string key with a TTL, "<instance> <incarnation> <token>"; the fencing token of
+// a partition is a counter next to it (INCR on every acquisition, never reset), which the
+// checkpoint script reads: a write with an older token is refused by Redis itself.
+// Member entries are "<incarnation> <expires at ms, Redis clock>" in one hash.
+
+// KEYS: lease, token counter, members, checkpoint meta hash. ARGV: instance, incarnation, ttl ms.
+// Returns the token, or nil when another instance holds the lease. A lease held by an older
+// incarnation of the same instance (a restarted process) is taken over at once, with a new token.
+// A new token is also above the one stored with the checkpoint, should the counter have been
+// lost (Redis restored from an older snapshot): else every write of the new owner would be fenced.
+const ACQUIRE = `
+local m = redis.call('HGET', KEYS[3], ARGV[1])
+if not m or string.match(m, '^(%S+)') ~= ARGV[2] then return redis.error_reply('VIGIL_REPLACED') end
+local v = redis.call('GET', KEYS[1])
+if v then
+  local owner, inc, token = string.match(v, '^(%S+) (%S+) (%d+)$')
+  if owner ~= ARGV[1] then return false end
+  if inc == ARGV[2] then
+    redis.call('PEXPIRE', KEYS[1], ARGV[3])
+    return tonumber(token)
+  end
+end
+local token = redis.call('INCR', KEYS[2])
+local stored = tonumber(redis.call('HGET', KEYS[4], 'fence') or '0')
+if token <= stored then
+  token = stored + 1
+  redis.call('SET', KEYS[2], token)
+end
+redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. token, 'PX', ARGV[3])
+return token
+`;
+
+// KEYS: lease. ARGV: holder string, ttl ms. 1 when renewed, 0 when the lease is not ours any more.
+const RENEW = `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+`;
+
+// KEYS: lease. ARGV: holder string. 1 when released, 0 when it was not ours.
+const RELEASE = `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+return 1
+`;
+
+// KEYS: members. ARGV: instance, incarnation, ttl ms, claim (1 on the first heartbeat).
+// Registers or refreshes this process, drops expired members, returns the live instance ids.
+// A later heartbeat that finds another incarnation under its id has been replaced.
+const HEARTBEAT = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+if cur and ARGV[4] ~= '1' and string.match(cur, '^(%S+)') ~= ARGV[2] then
+  return redis.error_reply('VIGIL_REPLACED')
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2] .. ' ' .. (now + tonumber(ARGV[3])))
+local all = redis.call('HGETALL', KEYS[1])
+local live = {}
+for i = 1, #all, 2 do
+  local expires = tonumber(string.match(all[i + 1], ' (%d+)$'))
+  if expires <= now then redis.call('HDEL', KEYS[1], all[i]) else live[#live + 1] = all[i] end
+end
+return live
+`;
+
+// KEYS: members. ARGV: instance, incarnation. Leaves the cluster (clean stop).
+const LEAVE = `
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+if cur and string.match(cur, '^(%S+)') == ARGV[2] then redis.call('HDEL', KEYS[1], ARGV[1]) end
+return 1
+`;
+
+// KEYS: lock. ARGV: instance, incarnation, ms. Taken when free or held by an older incarnation
+// of this instance (a process killed while rebalancing does not hold up its own restart).
+const LOCK = `
+local v = redis.call('GET', KEYS[1])
+if v and string.match(v, '^(%S+)') ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. ARGV[2], 'PX', ARGV[3])
+return 1
+`;
+
+// KEYS: lock. ARGV: holder. Compare and delete.
+const UNLOCK = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 1
+`;
+
+type Scripts = Record<
+  | 'vigilAcquire'
+  | 'vigilRenew'
+  | 'vigilRelease'
+  | 'vigilHeartbeat'
+  | 'vigilLeave'
+  | 'vigilUnlock'
+  | 'vigilLock',
+  (args: (string | number)[]) => Promise<unknown>
+>;
+
+function replaced(e: unknown): boolean {
+  return e instanceof Error && e.message.includes('VIGIL_REPLACED');
+}
+
+/** Parses a lease value; undefined for no lease. */
+export function parseHolder(v: string | null | undefined): LeaseHolder | undefined {
+  const m = v ? /^(\S+) (\S+) (\d+)$/.exec(v) : null;
+  if (m === null) return undefined;
+  return { instanceId: m[1] ?? '', incarnation: m[2] ?? '', token: Number(m[3]) };
+}
+
+/** Redis keys of partition ownership; `prefix` is the checkpoint store's. */
+export const leaseKeys = {
+  lease: (p: number, prefix = 'vigil:'): string => `${prefix}lease:${p}`,
+  token: (p: number, prefix = 'vigil:'): string => `${prefix}lease:${p}:token`,
+  members: (prefix = 'vigil:'): string => `${prefix}members`,
+  rebalance: (prefix = 'vigil:'): string => `${prefix}rebalance`,
+  /** The checkpoint's meta hash (checkpoint-store.ts), whose `fence` field a new token exceeds. */
+  checkpoint: (p: number, prefix = 'vigil:'): string => `${prefix}p:${p}`,
+} as const;
+
+/**
+ * Partition leases and process membership in Redis, for one process (`instanceId` +
+ * `incarnation`, a nonce per start). Every operation is one Lua script, so it is atomic.
+ */
+export class RedisLeaseStore {
+  private readonly redis: Redis;
+  private readonly scripts: Scripts;
+
+  constructor(
+    url: string,
+    readonly instanceId: string,
+    readonly incarnation: string,
+    private readonly ttlMs: number,
+    private readonly prefix = 'vigil:',
+  ) {
+    // No offline queue: a lease operation while Redis is away fails at once rather than
+    // completing late, after the lease it meant to renew may have expired.
+    this.redis = new Redis(url, {
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 1,
+      enableAutoPipelining: true,
+    });
+    this.redis.on('error', () => {
+      // Reconnects by itself; failures surface on the commands.
+    });
+    this.redis.defineCommand('vigilAcquire', { numberOfKeys: 4, lua: ACQUIRE });
+    this.redis.defineCommand('vigilRenew', { numberOfKeys: 1, lua: RENEW });
+    this.redis.defineCommand('vigilRelease', { numberOfKeys: 1, lua: RELEASE });
+    this.redis.defineCommand('vigilHeartbeat', { numberOfKeys: 1, lua: HEARTBEAT });
+    this.redis.defineCommand('vigilLeave', { numberOfKeys: 1, lua: LEAVE });
+    this.redis.defineCommand('vigilUnlock', { numberOfKeys: 1, lua: UNLOCK });
+    this.redis.defineCommand('vigilLock', { numberOfKeys: 1, lua: LOCK });
+    this.scripts = this.redis as unknown as Scripts;
+  }
+
+  /** Resolves once connected (commands fail fast before that). */
+  async connected(timeoutMs = 10_000): Promise<void> {
+    if (this.redis.status === 'ready') return;
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(
+        () => reject(new Error(`Redis not reachable within ${timeoutMs} ms`)),
+        timeoutMs,
+      );
+      this.redis.once('ready', () => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
+
+  private holder(token: number): string {
+    return `${this.instanceId} ${this.incarnation} ${token}`;
+  }
+
+  /**
+   * Registers (first call: `claim`, taking over the id from an older incarnation) or refreshes
+   * this process; returns the live instance ids, sorted.
+   * @throws InstanceReplacedError when a newer process took this instance id.
+   */
+  async heartbeat(claim = false): Promise<string[]> {
+    try {
+      const live = (await this.scripts.vigilHeartbeat([
+        leaseKeys.members(this.prefix),
+        this.instanceId,
+        this.incarnation,
+        this.ttlMs,
+        claim ? '1' : '0',
+      ])) as string[];
+      return [...live].sort();
+    } catch (e) {
+      if (replaced(e)) throw new InstanceReplacedError(this.instanceId, { cause: e });
+      throw e;
+    }
+  }
+
+  /** Removes this process from the members (clean stop), so the others rebalance at once. */
+  async leave(): Promise<void> {
+    await this.scripts.vigilLeave([
+      leaseKeys.members(this.prefix),
+      this.instanceId,
+      this.incarnation,
+    ]);
+  }
+
+  /**
+   * Takes the lease of partition `p` when it is free (or held by an older incarnation of this
+   * instance). Returns the fencing token, or undefined when another process holds it.
+   * @throws InstanceReplacedError when a newer process took this instance id.
+   */
+  async acquire(p: number): Promise<number | undefined> {
+    try {
+      const token = await this.scripts.vigilAcquire([
+        leaseKeys.lease(p, this.prefix),
+        leaseKeys.token(p, this.prefix),
+        leaseKeys.members(this.prefix),
+        leaseKeys.checkpoint(p, this.prefix),
+        this.instanceId,
+        this.incarnation,
+        this.ttlMs,
+      ]);
+      return token === null ? undefined : Number(token);
+    } catch (e) {
+      if (replaced(e)) throw new InstanceReplacedError(this.instanceId, { cause: e });
+      throw e;
+    }
+  }
+
+  /** Extends the lease; false when it is not held with `token` any more (expired or taken). */
+  async renew(p: number, token: number): Promise<boolean> {
+    return (
+      Number(
+        await this.scripts.vigilRenew([
+          leaseKeys.lease(p, this.prefix),
+          this.holder(token),
+          this.ttlMs,
+        ]),
+      ) === 1
+    );
+  }
+
+  /** Gives the lease up; false when it was not held with `token` any more. */
+  async release(p: number, token: number): Promise<boolean> {
+    return (
+      Number(
+        await this.scripts.vigilRelease([leaseKeys.lease(p, this.prefix), this.holder(token)]),
+      ) === 1
+    );
+  }
+
+  /** The holder of each partition's lease, `undefined` for a free partition. */
+  async holders(partitions: number): Promise<(LeaseHolder | undefined)[]> {
+    if (partitions === 0) return [];
+    const keys = Array.from({ length: partitions }, (_, p) => leaseKeys.lease(p, this.prefix));
+    return (await this.redis.mget(...keys)).map(parseHolder);
+  }
+
+  /** Takes the cluster-wide rebalance lock (one process rebalances at a time) for `ms`. */
+  async lock(ms: number): Promise<boolean> {
+    const r = await this.scripts.vigilLock([
+      leaseKeys.rebalance(this.prefix),
+      this.instanceId,
+      this.incarnation,
+      ms,
+    ]);
+    return Number(r) === 1;
+  }
+
+  async unlock(): Promise<void> {
+    await this.scripts.vigilUnlock([
+      leaseKeys.rebalance(this.prefix),
+      `${this.instanceId} ${this.incarnation}`,
+    ]);
+  }
+
+  async close(): Promise<void> {
+    await this.redis.quit().catch(() => this.redis.disconnect());
+  }
+}

@@ -1,0 +1,271 @@
+import { execFile } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  resolveControlPlaneOptions,
+  startVigil,
+  type RunningVigil,
+} from '../../control-plane/index.js';
+import { runCli } from '../../control-plane/cli.js';
+import { resolveOptions } from '../../service/index.js';
+import { testTokens } from './control-plane-client.js';
+import { activated, startTestServers, type TestServers } from './servers.js';
+
+const P = 2;
+const tokens = testTokens();
+let servers: TestServers;
+let vigil: RunningVigil;
+let dir: string;
+
+/** Runs one vigil command in this process against the running service. */
+async function vigilCmd(
+  args: string[],
+  token = tokens.write.token,
+): Promise<{ code: number; out: string; err: string }> {
+  let out = '';
+  let err = '';
+  const code = await runCli(args, {
+    out: (t) => (out += `${t}\n`),
+    err: (t) => (err += `${t}\n`),
+    env: { VIGIL_URL: vigil.url, VIGIL_TOKEN: token, NATS_URL: servers.nats.url },
+    cwd: dir,
+  });
+  return { code, out, err };
+}
+
+const rule = (id: string, value: number, severity = 'high') => ({
+  id,
+  on: ['payment'],
+  key: 'card',
+  when: { all: [{ fact: 'amount', operator: 'greaterThan', value }] },
+  alert: { severity, title: `${id} on {{card}}` },
+});
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'vigil-cli-'));
+  servers = await startTestServers({ partitions: P });
+  const options = resolveOptions(
+    {
+      natsUrl: servers.nats.url,
+      checkpointIntervalMs: 0,
+      httpPort: 0,
+      workers: 1,
+      partitions: P,
+      outOfOrderMs: 0,
+      tickIntervalMs: 0,
+    },
+    {},
+  );
+  vigil = await startVigil(
+    options,
+    resolveControlPlaneOptions(options, { tokens: Object.values(tokens) }, {}),
+    (level, m) => {
+      if (level !== 'info') console.log(`[vigil ${level}] ${m}`);
+    },
+  );
+  await vigil.service.whenReady();
+  mkdirSync(join(dir, 'rules'));
+  writeFileSync(join(dir, 'rules', 'a.json'), JSON.stringify(rule('cli-a', 100)));
+  writeFileSync(join(dir, 'rules', 'b.json'), JSON.stringify([rule('cli-b', 200, 'low')]));
+  writeFileSync(join(dir, 'one.json'), JSON.stringify(rule('cli-a', 50)));
+  writeFileSync(join(dir, 'bad.json'), JSON.stringify({ id: 'cli-bad', on: 'payment' }));
+  writeFileSync(
+    join(dir, 'table.json'),
+    JSON.stringify({ id: 'cli-list', kind: 'lookup', values: ['c-1'] }),
+  );
+});
+
+afterAll(async () => {
+  await vigil?.stop();
+  await servers?.stop();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+describe('vigil CLI against a running service', () => {
+  it('applies a folder of rules as one changeset, lists them as a table and as JSON', async () => {
+    const applied = await vigilCmd(['rules', 'apply', '-f', 'rules', '--reason', 'initial']);
+    expect(applied.code).toBe(0);
+    expect(applied.out).toMatch(/applied at control sequence \d+/);
+    expect(applied.out).toMatch(/cli-a\s+created/);
+    expect(applied.out).toMatch(/cli-b\s+created/);
+    const list = await vigilCmd(['rules', 'list']);
+    expect(list.code).toBe(0);
+    expect(list.out.split('\n')[0]).toMatch(/^ID\s+STATE\s+VERSION\s+SEVERITY/);
+    expect(list.out).toMatch(/cli-b\s+active\s+\d+\s+low\s+created\s+writer/);
+    const json = JSON.parse((await vigilCmd(['rules', 'list', '--json'])).out) as {
+      rules: { id: string }[];
+    };
+    expect(json.rules.map((r) => r.id).sort()).toEqual(['cli-a', 'cli-b']);
+  });
+
+  it('shows history and diffs, rolls back, pauses, resumes, deletes, with meaningful exit codes', async () => {
+    const v1 = (
+      JSON.parse((await vigilCmd(['rules', 'get', 'cli-a', '--json'])).out) as { version: number }
+    ).version;
+    const local = await vigilCmd(['rules', 'diff', 'cli-a', '-f', 'one.json']);
+    expect(local.out.trim()).toBe('~ /when/all/0/value: 100 -> 50');
+    expect(
+      (await vigilCmd(['rules', 'apply', '-f', 'one.json', '--expect', String(v1 - 1)])).code,
+    ).toBe(5);
+    expect(
+      (await vigilCmd(['rules', 'apply', '-f', 'one.json', '--expect', String(v1)])).code,
+    ).toBe(0);
+    const diff = await vigilCmd(['rules', 'diff', 'cli-a']);
+    expect(diff.out.trim()).toBe('~ /when/all/0/value: 100 -> 50');
+    const rb = await vigilCmd(['rules', 'rollback', 'cli-a', '--to', String(v1)]);
+    expect(rb.code).toBe(0);
+    expect(rb.out).toMatch(new RegExp(`back at the definition of version ${v1}`));
+    const get = await vigilCmd(['rules', 'get', 'cli-a']);
+    expect(JSON.parse(get.out.split('\n').slice(1).join('\n'))).toEqual(rule('cli-a', 100));
+    expect((await vigilCmd(['rules', 'pause', 'cli-a'])).out).toMatch(/paused at control sequence/);
+    expect((await vigilCmd(['rules', 'resume', 'cli-a'])).code).toBe(0);
+    const history = await vigilCmd(['rules', 'history', 'cli-a']);
+    const actions = history.out
+      .trim()
+      .split('\n')
+      .slice(1)
+      .map((l) => l.split(/\s+/)[3]);
+    expect(actions).toEqual(['created', 'kept', 'kept', 'paused', 'resumed']);
+    expect(history.out).toMatch(/rollback to version/);
+    expect((await vigilCmd(['rules', 'delete', 'cli-b'])).code).toBe(0);
+    const missing = await vigilCmd(['rules', 'get', 'cli-b']);
+    expect(missing.code).toBe(4);
+    expect(missing.err).toMatch(/no rule "cli-b"/);
+    const forbidden = await vigilCmd(['rules', 'apply', '-f', 'one.json'], tokens.read.token);
+    expect(forbidden.code).toBe(3);
+    expect(forbidden.err).toMatch(/"write" role/);
+    expect((await vigilCmd(['rules', 'frobnicate'])).code).toBe(2);
+    expect((await vigilCmd(['rules', 'apply', '-f', 'nope.json'])).code).toBe(2);
+    expect((await vigilCmd(['rules', 'apply', '-f', 'rules', '--expect', '1'])).code).toBe(2);
+  });
+
+  it('validates files (exit 1 with every problem), manages models, explains and reports status', async () => {
+    const bad = await vigilCmd(['validate', '-f', 'bad.json']);
+    expect(bad.code).toBe(1);
+    expect(bad.out).toMatch(/✗ cli-bad/);
+    expect(bad.out).toMatch(/\/rule\/on: /);
+    expect((await vigilCmd(['validate', '-f', 'rules'])).code).toBe(0);
+    expect((await vigilCmd(['rules', 'apply', '-f', 'bad.json'])).code).toBe(1);
+
+    expect((await vigilCmd(['models', 'put', '-f', 'table.json'])).out).toMatch(
+      /model cli-list \(lookup, 1 entries\)/,
+    );
+    expect((await vigilCmd(['models', 'list'])).out).toMatch(/cli-list\s+lookup\s+1/);
+    expect(JSON.parse((await vigilCmd(['models', 'get', 'cli-list'])).out)).toEqual({
+      id: 'cli-list',
+      kind: 'lookup',
+      values: ['c-1'],
+    });
+    expect((await vigilCmd(['models', 'delete', 'cli-list'])).code).toBe(0);
+    expect((await vigilCmd(['models', 'get', 'cli-list'])).code).toBe(4);
+
+    const ex = await vigilCmd([
+      'explain',
+      'cli-a',
+      '--event',
+      '{"type":"payment","card":"c-9","amount":120}',
+    ]);
+    expect(ex.code).toBe(0);
+    expect(ex.out).toMatch(/: match/);
+    expect(ex.out).toMatch(/✓ amount greaterThan 100 {2}\(fact = 120\)/);
+    const no = await vigilCmd([
+      'explain',
+      'cli-a',
+      '--event',
+      '{"type":"payment","card":"c-9","amount":20}',
+    ]);
+    expect(no.out).toMatch(/✗ amount greaterThan 100 {2}\(fact = 20\)/);
+
+    const st = await vigilCmd(['status']);
+    expect(st.code).toBe(0);
+    expect(st.out).toMatch(/^ready: true/);
+    expect(st.out).toMatch(/PARTITION\s+OWNER\s+CONTROL SEQ/);
+  });
+
+  it('tails ALERTS filtered by rule and severity', async () => {
+    const v = (
+      JSON.parse((await vigilCmd(['rules', 'get', 'cli-a', '--json'])).out) as { version: number }
+    ).version;
+    const last = (
+      JSON.parse((await vigilCmd(['rules', 'list', '--json'])).out) as { controlSeq: number }
+    ).controlSeq;
+    await activated(vigil.service, last, P);
+    await servers.js.publish(
+      'events.c-5',
+      JSON.stringify({ type: 'payment', card: 'c-5', amount: 500 }),
+    );
+    const tail = await vigilCmd([
+      'alerts',
+      'tail',
+      '--rule',
+      'cli-a',
+      '--severity',
+      'high',
+      '--from-start',
+      '--limit',
+      '1',
+    ]);
+    expect(tail.code).toBe(0);
+    expect(tail.out).toMatch(new RegExp(`high\\s+cli-a@${v}\\s+c-5\\s+cli-a on c-5`));
+  });
+
+  it('back-tests the log, with a candidate from files, and shows progress', async () => {
+    const plain = await vigilCmd(['backtest']);
+    expect(plain.code).toBe(0);
+    expect(plain.out).toMatch(/^\d+ records \(EVENTS 1\.\.\d+\): 1 alerts/);
+    expect(plain.out).toMatch(/cli-a\s+1/);
+    writeFileSync(join(dir, 'strict.json'), JSON.stringify(rule('cli-a', 1000)));
+    const progress: string[] = [];
+    let out = '';
+    const code = await runCli(['backtest', '-f', 'strict.json', '--from', '1'], {
+      out: (t) => (out += t),
+      err: () => undefined,
+      progress: (t) => progress.push(t),
+      env: { VIGIL_URL: vigil.url, VIGIL_TOKEN: tokens.write.token },
+      cwd: dir,
+    });
+    expect(code).toBe(0);
+    expect(out).toMatch(
+      /1 alerts from the rules in force, 0 from the candidate; 0 only from the candidate, 1 only from the rules in force/,
+    );
+    expect(out).toMatch(/cli-a\s+1\s+0/);
+    expect(progress.at(-1)).toBe('');
+  });
+
+  it('reads URL and token from a config file, and says what is wrong with a bad one', async () => {
+    const file = join(dir, 'cli.json');
+    writeFileSync(file, JSON.stringify({ url: vigil.url, token: tokens.read.token }));
+    const io = (env: NodeJS.ProcessEnv) => {
+      const r = { out: '', err: '' };
+      return {
+        r,
+        io: { out: (t: string) => (r.out += t), err: (t: string) => (r.err += t), env, cwd: dir },
+      };
+    };
+    const a = io({ VIGIL_CLI_CONFIG: file });
+    expect(await runCli(['rules', 'list', '--json'], a.io)).toBe(0);
+    expect(JSON.parse(a.r.out).rules.length).toBeGreaterThan(0);
+    const b = io({ HOME: dir });
+    expect(await runCli(['rules', 'list', '--config', 'cli.json'], b.io)).toBe(0);
+    writeFileSync(file, JSON.stringify({ url: vigil.url, tokn: 'x' }));
+    const c = io({});
+    expect(await runCli(['rules', 'list', '--config', file], c.io)).toBe(2);
+    expect(c.r.err).toMatch(/"tokn" is not a setting/);
+  });
+
+  it('runs as the vigil bin, with URL and token from the environment', async () => {
+    const run = promisify(execFile);
+    const bin = resolve(import.meta.dirname, '../../control-plane/vigil.mjs');
+    const env = { ...process.env, VIGIL_URL: vigil.url, VIGIL_TOKEN: tokens.read.token };
+    const ok = await run(process.execPath, [bin, 'rules', 'list', '--json'], { env });
+    expect((JSON.parse(ok.stdout) as { rules: unknown[] }).rules.length).toBeGreaterThan(0);
+    const denied = await run(process.execPath, [bin, 'rules', 'list'], {
+      env: { ...env, VIGIL_TOKEN: 'x'.repeat(32) },
+    }).catch((e: { code: number; stderr: string }) => e);
+    expect(denied).toMatchObject({ code: 3 });
+    expect((denied as { stderr: string }).stderr).toMatch(/not valid/);
+  });
+});
