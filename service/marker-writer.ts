@@ -26,8 +26,10 @@ export class MarkerWriter {
   /** An accepted control message at `seq`: resolves once its marker is in every partition written for. */
   accept(seq: number): Promise<void> {
     this.accepted.push(seq);
+    // All partitions at once: one round trip for the lot, not one per partition (activation
+    // latency). Each partition still gets its markers in order: accepts run one after another.
     return this.enqueue(async () => {
-      for (const p of [...this.partitions]) await this.write(p, seq);
+      await Promise.all([...this.partitions].map((p) => this.write(p, seq)));
     });
   }
 
