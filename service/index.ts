@@ -43,4 +43,5 @@ export {
   TICK_KEY,
   tickSubject,
 } from './subjects.js';
+export { ActivationLog, type Activation } from './activation-log.js';
 export { assignPartitions, WorkerPool, type Logger } from './worker-pool.js';

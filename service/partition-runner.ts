@@ -32,7 +32,12 @@ export interface PartitionRunnerDeps {
     message: string,
   ) => void;
   /** The partition applied a marker. */
-  readonly onApplied: (partition: number, controlSeq: number) => void;
+  readonly onApplied: (
+    partition: number,
+    controlSeq: number,
+    /** Stored in CONTROL → applied here, when the commit time is known. */
+    activationMs: number | undefined,
+  ) => void;
   /** State restored from a checkpoint; a new partition otherwise. */
   readonly initialState?: PartitionState;
   /** Called before each record; may hold the partition back (checkpoint backpressure). */
@@ -257,9 +262,9 @@ export class PartitionRunner {
     this.d.metrics.events.inc({ partition: this.p, outcome: 'marker' });
     this.d.metrics.controlApplied.set({ partition: this.p }, c);
     const committed = control.commitTime(c);
-    if (committed !== undefined)
-      this.d.metrics.activation.observe(Math.max(0, Date.now() - committed) / 1000);
-    this.d.onApplied(this.d.partition, c);
+    const activationMs = committed === undefined ? undefined : Math.max(0, Date.now() - committed);
+    if (activationMs !== undefined) this.d.metrics.activation.observe(activationMs / 1000);
+    this.d.onApplied(this.d.partition, c, activationMs);
   }
 
   private async emit(r: LogRecord, out: ProcessResult): Promise<void> {

@@ -1,5 +1,6 @@
 import { Worker } from 'node:worker_threads';
 import { AggregatorRegistry, type Registry } from 'prom-client';
+import { ActivationLog } from './activation-log.js';
 import type { VigilOptions } from './config.js';
 import type { FromWorker, ToWorker, WorkerInit } from './worker.js';
 
@@ -52,6 +53,8 @@ export class WorkerPool {
     number,
     { slot: Slot; done: () => void; promise: Promise<void> }
   >();
+  /** Control sequence applied per partition, and recent activation times, as workers report them. */
+  readonly activations = new ActivationLog();
   /** A worker stopped a partition by itself because its checkpoint was fenced (the lease is gone). */
   onFenced: (p: number) => void = () => {};
   /** Whether partition ownership is settled enough to serve (the lease coordinator's first round). */
@@ -130,6 +133,7 @@ export class WorkerPool {
     const slot = this.slots.find((s) => s.partitions.has(p));
     if (slot === undefined) return this.stops.get(p)?.promise ?? Promise.resolve();
     slot.partitions.delete(p);
+    this.activations.forget(p);
     slot.started.delete(p);
     let done = (): void => {};
     const promise = new Promise<void>((resolve) => (done = resolve));
@@ -166,10 +170,13 @@ export class WorkerPool {
         if (stop?.slot === s) stop.done();
         else if (m.reason === 'fenced' && s.partitions.has(m.partition)) {
           s.partitions.delete(m.partition);
+          this.activations.forget(m.partition);
           s.started.delete(m.partition);
           this.onFenced(m.partition);
         }
-      } else if (m.op === 'log') this.log(m.level, m.message);
+      } else if (m.op === 'applied')
+        this.activations.record(m.partition, m.controlSeq, m.activationMs);
+      else if (m.op === 'log') this.log(m.level, m.message);
       else if (m.op === 'metrics') {
         this.pending.get(m.id)?.(m.metrics);
         this.pending.delete(m.id);

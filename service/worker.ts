@@ -47,6 +47,13 @@ export type FromWorker =
   /** Whether the worker's last checkpoints succeeded (readiness shows it). */
   | { readonly op: 'checkpoints'; readonly ok: boolean }
   | { readonly op: 'partition-started'; readonly partition: number }
+  /** A partition applied a marker: the control sequence now in force there. */
+  | {
+      readonly op: 'applied';
+      readonly partition: number;
+      readonly controlSeq: number;
+      readonly activationMs: number | undefined;
+    }
   | {
       readonly op: 'partition-stopped';
       readonly partition: number;
@@ -196,9 +203,10 @@ async function main(init: WorkerInit): Promise<void> {
     } else for (const seq of applied.values()) floor = Math.min(floor, seq);
     if (Number.isFinite(floor)) control.release(floor);
   };
-  const onApplied = (p: number, seq: number): void => {
+  const onApplied = (p: number, seq: number, activationMs: number | undefined): void => {
     applied.set(p, seq);
     releaseRuleSets();
+    post({ op: 'applied', partition: p, controlSeq: seq, activationMs });
   };
 
   await control.start();
