@@ -93,6 +93,11 @@ export class LeaseCoordinator {
 
   private tick(): void {
     if (this.replacedBy) return;
+    // Also while a renewal round hangs (Redis stalled): Redis may let a lease expire at
+    // renewedAt + TTL, so it is given up one renewal interval before that.
+    for (const [p, h] of [...this.held])
+      if (Date.now() >= h.renewedAt + this.o.ttlMs - this.o.renewMs)
+        this.lose(p, h, 'not renewed in time');
     // Renewals go on while stopping: the partitions are being checkpointed under these leases.
     this.renewing ??= this.renew().finally(() => (this.renewing = undefined));
     if (!this.stopping)
@@ -120,10 +125,8 @@ export class LeaseCoordinator {
           if (await this.store.renew(p, h.token)) h.renewedAt = sentAt;
           else this.lose(p, h, 'Redis holds another owner or none');
         } catch (e) {
+          // The next tick gives the lease up if it is not renewed in time.
           this.warn(`lease renewal failed: ${(e as Error).message}`);
-          // Redis may let it expire at renewedAt + TTL: give it up one renewal earlier.
-          if (Date.now() >= h.renewedAt + this.o.ttlMs - this.o.renewMs)
-            this.lose(p, h, 'not renewed in time');
         }
       }),
     );

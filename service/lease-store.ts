@@ -172,6 +172,8 @@ export class RedisLeaseStore {
       enableOfflineQueue: false,
       maxRetriesPerRequest: 1,
       enableAutoPipelining: true,
+      // A stalled Redis must not hold a renewal round forever.
+      commandTimeout: ttlMs,
     });
     this.redis.on('error', () => {
       // Reconnects by itself; failures surface on the commands.

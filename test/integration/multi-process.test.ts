@@ -282,6 +282,52 @@ describe('ownership across processes: leases with fencing tokens', () => {
     }
   });
 
+  it('Redis stalled for longer than the lease TTL: the partitions stop before the leases can expire, and come back by themselves, nothing lost', async () => {
+    const P = 4;
+    const s = (servers = await startTestServers({ partitions: P, redis: true }));
+    const a = member(s, P, 'proc-a');
+    await a.ready();
+    await s.js.publish('vigil.control', JSON.stringify({ op: 'replace-all', rules: CRASH_RULES }));
+    await balanced([a], P);
+    const random = prng(3);
+    const base = Date.now();
+    await publishEvents(s, random, 0, 200, base);
+    const redis = new Redis(s.redis?.url ?? '');
+    try {
+      const pausedAt = Date.now();
+      await redis.call('CLIENT', 'PAUSE', '4000', 'ALL');
+      const flowing = publishEvents(s, random, 200, 200, base);
+      // Renewals hang: the process gives every lease up on its own clock, while Redis is still paused.
+      await eventually(
+        async () => (await holding(a)).held.length === 0,
+        3500,
+        'the partitions to stop while Redis is paused',
+      );
+      expect(Date.now() - pausedAt).toBeLessThan(4000);
+      await flowing;
+      await balanced([a], P);
+      const text = await (await fetch(`${a.url}/metrics`)).text();
+      expect(metricSum(text, 'vigil_lease_handoffs_total', ['reason', 'lost'])).toBe(P);
+    } finally {
+      await redis.quit();
+    }
+    await publishEvents(s, random, 400, 200, base);
+    const heads = await partitionHeads(s, P);
+    await eventually(
+      async () => (await a.offsets()).every((o, p) => o >= (heads[p] ?? 0)),
+      30_000,
+      'a to catch up',
+    );
+    await a.kill('SIGTERM');
+    const ids = (await readStream(s, 'ALERTS')).map(
+      (m) => (JSON.parse(decoder.decode(m.data)) as Alert).id,
+    );
+    const expected = await referenceAlertIds(s, P, OUT_OF_ORDER_MS);
+    expect(expected.size).toBeGreaterThan(100);
+    expect(new Set(ids)).toEqual(expected);
+    expect(ids.length).toBe(expected.size);
+  });
+
   it('a process restarted under the same instance id takes its partitions back at once, not after the lease TTL', async () => {
     const P = 4;
     const s = (servers = await startTestServers({ partitions: P, redis: true }));

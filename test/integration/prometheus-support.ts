@@ -17,6 +17,19 @@ export function promtool(args: string[], input?: string): { status: number; outp
   return { status: r.status ?? -1, output: `${r.stdout}${r.stderr}` };
 }
 
+/** {@link promtool}, without blocking: several can run at once. */
+export function promtoolAsync(args: string[]): Promise<{ status: number; output: string }> {
+  const { promtool: exe } = ensurePrometheusInstalled();
+  return new Promise((done, fail) => {
+    const child = spawn(exe, args, { stdio: ['ignore', 'pipe', 'pipe'], timeout: 60_000 });
+    let output = '';
+    child.stdout.on('data', (c: Buffer) => (output += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (output += c.toString()));
+    child.once('error', fail);
+    child.once('close', (code) => done({ status: code ?? -1, output }));
+  });
+}
+
 interface AlertRule {
   alert: string;
   expr: string;
