@@ -264,23 +264,6 @@ function histogramQuantileMs(
   return null;
 }
 
-/** The bucket (lower, upper bound in ms) of the largest observation made between two snapshots. */
-function slowestBucket(
-  before: Map<number, number>,
-  after: Map<number, number>,
-): { lowerMs: number; upperMs: number } {
-  const bounds = [...after.keys()].sort((a, b) => a - b);
-  let lower = 0;
-  let prev = 0;
-  let found = { lowerMs: NaN, upperMs: NaN };
-  for (const b of bounds) {
-    const c = (after.get(b) ?? 0) - (before.get(b) ?? 0);
-    if (c > prev) found = { lowerMs: round(lower * 1000, 3), upperMs: round(b * 1000, 3) };
-    lower = b;
-    prev = c;
-  }
-  return found;
-}
 
 function quantile(sorted: readonly number[], q: number): number {
   if (sorted.length === 0) return NaN;
