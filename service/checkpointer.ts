@@ -29,8 +29,11 @@ export interface CheckpointerOptions {
   readonly timeoutMs: number;
   /** Every this many checkpoints, the keyed state is rewritten whole; 0: never. */
   readonly fullEvery: number;
-  /** Rule sets already stored, shared by the worker's partitions: each is stored once. */
-  readonly savedRuleSets: Set<number>;
+  /**
+   * Rule sets stored or being stored, by control sequence, shared by the worker's partitions:
+   * each is serialised and written once, and a checkpoint that needs one waits for that write.
+   */
+  readonly savedRuleSets: Map<number, Promise<void>>;
   readonly log: (level: 'warn' | 'error', message: string) => void;
 }
 
@@ -126,9 +129,14 @@ export class Checkpointer {
       const write = async (): Promise<void> => {
         await settled;
         for (const [seq, rs] of ruleSets) {
-          if (this.o.savedRuleSets.has(seq)) continue;
-          await this.o.store.saveRuleSet(ruleSetToJSON(rs));
-          this.o.savedRuleSets.add(seq);
+          let saved = this.o.savedRuleSets.get(seq);
+          if (saved === undefined) {
+            // Partitions checkpoint together: without this, each would serialise the same rule set.
+            saved = this.o.store.saveRuleSet(ruleSetToJSON(rs));
+            this.o.savedRuleSets.set(seq, saved);
+            saved.catch(() => this.o.savedRuleSets.delete(seq));
+          }
+          await saved;
         }
         await this.o.store.save(this.o.partition, parts, this.o.fence());
       };

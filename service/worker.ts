@@ -216,7 +216,7 @@ async function main(init: WorkerInit): Promise<void> {
     checkpointedSeqs = (await store?.loadControlSeqs(o.partitions)) ?? checkpointedSeqs;
     releaseRuleSets();
   };
-  const savedRuleSets = new Set<number>();
+  const savedRuleSets = new Map<number, Promise<void>>();
   const leased = (): number => [...owned.values()].filter((x) => x.token > 0 && x.runner).length;
 
   async function startPartition(grant: PartitionGrant, handedOver: boolean): Promise<void> {
