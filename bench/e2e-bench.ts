@@ -264,7 +264,6 @@ function histogramQuantileMs(
   return null;
 }
 
-
 function quantile(sorted: readonly number[], q: number): number {
   if (sorted.length === 0) return NaN;
   const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1));

@@ -210,7 +210,7 @@ export const OPENAPI = {
     },
     '/rules/{id}/stats': {
       get: op(
-        'Alerts, errors, quarantines and overflows of this process, and the last alert in ALERTS',
+        'Matches, alerts, errors, quarantines and overflows of this process, and the last alert in ALERTS',
         'read',
         { '200': ok('Stats'), ...errors(404) },
         { parameters: [idParam] },

@@ -125,6 +125,7 @@ export function mountOpsRoutes(router: Router, ctx: ApiContext): void {
       res.json({
         id,
         // Counters of this process since it started (the workers' merged metrics).
+        matches: sumMetric(metrics, 'vigil_rule_matches_total', labels),
         alerts: sumMetric(metrics, 'vigil_alerts_total', labels),
         errors: sumMetric(metrics, 'vigil_rule_errors_total', labels),
         quarantines: sumMetric(metrics, 'vigil_quarantines_total', labels),

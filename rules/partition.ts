@@ -65,6 +65,8 @@ export interface ProcessResult {
   readonly invalid: InvalidEvent[];
   readonly errors: RuleError[];
   readonly overflows: Overflow[];
+  /** Ids of the rules whose `when` accepted the event (before any pattern), in rule order. */
+  readonly matched: string[];
   /** Alerts held back by `alert.suppressFor`. */
   suppressed: number;
   /** The control sequence a marker brought into force. */
@@ -164,6 +166,7 @@ function newResult(): ProcessResult {
     invalid: [],
     errors: [],
     overflows: [],
+    matched: [],
     suppressed: 0,
     applied: undefined,
   };
@@ -359,6 +362,7 @@ function onEvent(
       });
       continue;
     }
+    if (trigger) out.matched.push(rule.id);
     if (rule.pattern === undefined) {
       if (!trigger) continue;
       const ks = rule.suppressForMs > 0 ? keyState(st, rule, key) : {};

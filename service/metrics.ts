@@ -37,6 +37,12 @@ export class WorkerMetrics {
     labelNames: ['reason'],
     registers: [this.registry],
   });
+  readonly ruleMatches = new Counter({
+    name: 'vigil_rule_matches_total',
+    help: "Events a rule's when accepted (before its pattern), by rule",
+    labelNames: ['rule'],
+    registers: [this.registry],
+  });
   readonly ruleErrors = new Counter({
     name: 'vigil_rule_errors_total',
     help: 'Events a rule failed on, by rule',

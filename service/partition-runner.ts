@@ -269,6 +269,7 @@ export class PartitionRunner {
 
   private async emit(r: LogRecord, out: ProcessResult): Promise<void> {
     const metrics = this.d.metrics;
+    for (const id of out.matched) metrics.ruleMatches.inc({ rule: id });
     for (const a of out.alerts) {
       metrics.alerts.inc({ rule: a.ruleId });
       await this.d.alerts.publish(a);
