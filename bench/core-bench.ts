@@ -9,6 +9,11 @@
  *   node --import tsx bench/core-bench.ts --checkpoint-every N   also take incremental checkpoint
  *                                         parts every N events (what the service serialises)
  *
+ * `npm run bench:core` gives V8 the young generation the service gives its worker threads
+ * (`workerYoungGenerationMb`, 384 MB: `--max-semi-space-size=128`). The partition uses the
+ * service's default out-of-orderness (`--out-of-order-ms`, 1000), so events wait in the reorder
+ * buffer as they do there.
+ *
  * Events are encoded to bytes before timing, so each record costs what a consumed message costs the
  * runtime: decode, JSON.parse, checks, rules. Each pass uses a fresh partition. The last line of
  * output is one JSON object.
@@ -38,6 +43,7 @@ const KEYS = numberArg('keys', 100_000);
 const RULES = numberArg('rules', 1000);
 const SEED = numberArg('seed', 20261129) >>> 0;
 const PASSES = numberArg('passes', QUICK ? 2 : 3);
+const OUT_OF_ORDER_MS = argv.includes('--out-of-order-ms') ? numberArg('out-of-order-ms', 1) : 1000;
 const CHECKPOINT_EVERY = argv.includes('--checkpoint-every') ? numberArg('checkpoint-every', 1) : 0;
 
 const rules = generateRules(RULES, SEED);
@@ -63,7 +69,7 @@ let checkpointSeconds = 0;
 let checkpointFields = 0;
 let checkpointBytes = 0;
 for (let pass = 0; pass < PASSES; pass++) {
-  const st = createPartition(ruleSet, { partition: 0 });
+  const st = createPartition(ruleSet, { partition: 0, outOfOrderMs: OUT_OF_ORDER_MS });
   let a = 0;
   let cpSeconds = 0;
   let cpFields = 0;

@@ -539,57 +539,84 @@ async function main(): Promise<void> {
     `(a) ceiling: ${PARTITIONS} bare ordered consumers drained ${fmt(ceiling.records)} records in ${ceiling.seconds.toFixed(2)} s = ${fmt(ceilingRate)}/s`,
   );
 
-  // 3. (b) The service drains the same stream with the rules in force.
-  const t0 = performance.now();
-  const service = await startTracked(options);
-  // The start-up probe of the mapping adds one record; every record counts once in vigil_events_total.
-  const target = (await jsm.streams.info(Streams.events)).state.messages;
-  // Workers drain their first partitions before they report ready, so (b) polls from the start.
-  let readyAt = 0;
-  const readyTimer = setInterval(() => {
-    if (readyAt === 0 && service.pool.ready) readyAt = performance.now();
-  }, 25);
-  readyTimer.unref();
-  let drainedAt = 0;
-  let lastReport = t0;
-  let pollMs = 1000;
-  let best = { n: 0, t: t0 };
-  await waitFor(
-    async () => {
-      const ms = await readMetrics(service);
-      const n = sumOf(ms, 'vigil_events_total');
-      const t = performance.now();
-      if (n > best.n) best = { n, t };
-      else if (t - best.t > DRAIN_STALL_MS)
-        throw new Error(
-          `the service read no more records in ${DRAIN_STALL_MS / 1000} s (best reading ${best.n} of ${target})`,
-        );
-      if (t - lastReport > 5000) {
-        lastReport = t;
-        const reporting = partitionsReporting(ms);
-        log(
-          `  … ${fmt(n)} / ${fmt(target)} records read (${fmt(n / ((t - t0) / 1000))}/s since start)${reporting < PARTITIONS ? `; only ${reporting} partitions in /metrics: a worker did not answer within 5 s` : ''}`,
-        );
-      }
-      if (n >= target) {
-        drainedAt = t;
-        return true;
-      }
-      // Each /metrics read costs the service ~15 ms of CPU: read rarely, more often near the end.
-      const rate = n / Math.max(0.001, (t - t0) / 1000);
-      pollMs = n === 0 ? 1000 : Math.min(1000, Math.max(50, ((target - n) / rate) * 100));
-      return false;
-    },
-    DRAIN_TIMEOUT_MS,
-    'the service to read all of EVENTS',
-    () => pollMs,
-  );
-  await service.whenReady();
-  clearInterval(readyTimer);
-  const readySeconds = ((readyAt || performance.now()) - t0) / 1000;
-  const serviceSeconds = (drainedAt - t0) / 1000;
+  // 3. (b) The service drains the same stream with the rules in force: with the given options,
+  //    from the start of the log; resolves once every record was read, the service still running.
+  const drain = async (
+    opts: VigilOptions,
+  ): Promise<{
+    service: RunningService;
+    target: number;
+    serviceSeconds: number;
+    readySeconds: number;
+  }> => {
+    const t0 = performance.now();
+    const service = await startTracked(opts);
+    // The start-up probe of the mapping adds one record; every record counts once in vigil_events_total.
+    const target = (await jsm.streams.info(Streams.events)).state.messages;
+    // Workers drain their first partitions before they report ready, so (b) polls from the start.
+    let readyAt = 0;
+    const readyTimer = setInterval(() => {
+      if (readyAt === 0 && service.pool.ready) readyAt = performance.now();
+    }, 25);
+    readyTimer.unref();
+    let drainedAt = 0;
+    let lastReport = t0;
+    let pollMs = 1000;
+    let best = { n: 0, t: t0 };
+    await waitFor(
+      async () => {
+        const ms = await readMetrics(service);
+        const n = sumOf(ms, 'vigil_events_total');
+        const t = performance.now();
+        if (n > best.n) best = { n, t };
+        else if (t - best.t > DRAIN_STALL_MS)
+          throw new Error(
+            `the service read no more records in ${DRAIN_STALL_MS / 1000} s (best reading ${best.n} of ${target})`,
+          );
+        if (t - lastReport > 5000) {
+          lastReport = t;
+          const reporting = partitionsReporting(ms);
+          log(
+            `  … ${fmt(n)} / ${fmt(target)} records read (${fmt(n / ((t - t0) / 1000))}/s since start)${reporting < PARTITIONS ? `; only ${reporting} partitions in /metrics: a worker did not answer within 5 s` : ''}`,
+          );
+        }
+        if (n >= target) {
+          drainedAt = t;
+          return true;
+        }
+        // Each /metrics read costs the service ~15 ms of CPU: read rarely, more often near the end.
+        const rate = n / Math.max(0.001, (t - t0) / 1000);
+        pollMs = n === 0 ? 1000 : Math.min(1000, Math.max(50, ((target - n) / rate) * 100));
+        return false;
+      },
+      DRAIN_TIMEOUT_MS,
+      'the service to read all of EVENTS',
+      () => pollMs,
+    );
+    await service.whenReady();
+    clearInterval(readyTimer);
+    const readySeconds = ((readyAt || performance.now()) - t0) / 1000;
+    const serviceSeconds = (drainedAt - t0) / 1000;
+    return { service, target, serviceSeconds, readySeconds };
+  };
+  // (b0) Checkpoints off, for the cost of checkpoints (issue: checkpoints every 1 s vs off, ≥ 0.9).
+  if (CHECKPOINT_MS > 0 && !argv.includes('--no-checkpoint-compare')) {
+    const off = await drain({ ...options, checkpointIntervalMs: 0 });
+    await off.service.stop();
+    const offRate = off.target / off.serviceSeconds;
+    result.serviceEventsPerSecCheckpointsOff = Math.round(offRate);
+    log(
+      `(b0) service without checkpoints: read ${fmt(off.target)} records in ${off.serviceSeconds.toFixed(2)} s = ${fmt(offRate)}/s including start-up`,
+    );
+  }
+  const { service, target, serviceSeconds, readySeconds } = await drain(options);
   const serviceRate = target / serviceSeconds;
   const serviceRateExcl = target / Math.max(0.001, serviceSeconds - idleStartupSeconds);
+  if (typeof result.serviceEventsPerSecCheckpointsOff === 'number')
+    result.checkpointThroughputRatio = round(
+      serviceRate / result.serviceEventsPerSecCheckpointsOff,
+      3,
+    );
   const afterDrain = await readMetrics(service);
   const alerts = sumOf(afterDrain, 'vigil_alerts_total');
   const dlq = sumOf(afterDrain, 'vigil_dlq_total');

@@ -160,6 +160,8 @@ export class PartitionRunner {
   }
 
   private judgedSinceFlush = 0;
+  /** Matches per rule since the last flush: an event of a busy type matches dozens of rules. */
+  private readonly matches = new Map<string, number>();
   private last: LogRecord | undefined;
   private flushed: LogRecord | undefined;
 
@@ -171,6 +173,8 @@ export class PartitionRunner {
     this.offset.set(r.seq);
     if (this.judgedSinceFlush > 0) this.judged.inc(this.judgedSinceFlush);
     this.judgedSinceFlush = 0;
+    for (const [rule, n] of this.matches) this.d.metrics.ruleMatches.inc({ rule }, n);
+    this.matches.clear();
   }
 
   private dead(r: LogRecord, reason: string, message: string, ruleId?: string): Promise<void> {
@@ -269,7 +273,7 @@ export class PartitionRunner {
 
   private async emit(r: LogRecord, out: ProcessResult): Promise<void> {
     const metrics = this.d.metrics;
-    for (const id of out.matched) metrics.ruleMatches.inc({ rule: id });
+    for (const id of out.matched) this.matches.set(id, (this.matches.get(id) ?? 0) + 1);
     for (const a of out.alerts) {
       metrics.alerts.inc({ rule: a.ruleId });
       await this.d.alerts.publish(a);

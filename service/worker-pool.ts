@@ -155,7 +155,10 @@ export class WorkerPool {
       partitions: [...s.partitions].map(([partition, token]) => ({ partition, token })),
     };
     // worker-entry.mjs registers the TypeScript loader in the thread, then loads worker.ts.
-    const w = new Worker(new URL('./worker-entry.mjs', import.meta.url), { workerData: init });
+    const w = new Worker(new URL('./worker-entry.mjs', import.meta.url), {
+      workerData: init,
+      resourceLimits: { maxYoungGenerationSizeMb: this.options.workerYoungGenerationMb },
+    });
     s.worker = w;
     s.ready = false;
     s.checkpointsOk = true;
