@@ -19,11 +19,14 @@
  * output is one JSON object.
  */
 import { performance } from 'node:perf_hooks';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import {
   applyControl,
   checkpointParts,
   createPartition,
   emptyRuleSet,
+  keyedStateCount,
   processRecord,
   type PartitionRecord,
 } from '../rules/index.js';
@@ -61,7 +64,11 @@ for (let i = 0; i < EVENTS; i++) {
   records.push({ kind: 'event', seq: i + 1, key, data, publishTs: t0 + i * 2 });
 }
 
+setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc') as () => void;
 const passes: number[] = [];
+let heapBytesPerState = 0;
+let states = 0;
 let alerts = 0;
 let errors = 0;
 let invalid = 0;
@@ -69,6 +76,8 @@ let checkpointSeconds = 0;
 let checkpointFields = 0;
 let checkpointBytes = 0;
 for (let pass = 0; pass < PASSES; pass++) {
+  gc();
+  const heapBefore = process.memoryUsage().heapUsed;
   const st = createPartition(ruleSet, { partition: 0, outOfOrderMs: OUT_OF_ORDER_MS });
   let a = 0;
   let cpSeconds = 0;
@@ -89,6 +98,12 @@ for (let pass = 0; pass < PASSES; pass++) {
     }
   }
   const seconds = (performance.now() - start) / 1000;
+  gc();
+  states = keyedStateCount(st);
+  // The partition's keyed state (and its reorder buffer, small next to it): heap per (key, rule) state.
+  heapBytesPerState = Math.round(
+    (process.memoryUsage().heapUsed - heapBefore) / Math.max(1, states),
+  );
   checkpointSeconds = cpSeconds;
   checkpointFields = cpFields;
   checkpointBytes = cpBytes;
@@ -110,6 +125,8 @@ console.log(
     meanEventsPerSec: Math.round(passes.reduce((x, y) => x + y, 0) / passes.length),
     microsPerEvent: Math.round((1e6 / best) * 100) / 100,
     alertsPerPass: alerts,
+    keyedStates: states,
+    heapBytesPerState,
     errors,
     invalid,
     ...(CHECKPOINT_EVERY > 0

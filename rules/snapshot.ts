@@ -1,5 +1,10 @@
 import type { KeyState } from './cep/host.js';
-import { rebuildFront, type SlidingState, type TumblingState } from './cep/threshold.js';
+import {
+  NO_ENTRIES,
+  rebuildFront,
+  type SlidingState,
+  type TumblingState,
+} from './cep/threshold.js';
 import { refsFromArray, refsToArray, type SequenceState } from './cep/sequence.js';
 import type { EventRef } from './types.js';
 import { SnapshotError } from './errors.js';
@@ -70,12 +75,15 @@ function opToJSON(op: unknown): unknown {
   return op;
 }
 
+/** Restored empty arrays share {@link NO_ENTRIES}, as new windows do. */
+const orNone = <T>(a: T[]): T[] => (a.length === 0 ? NO_ENTRIES : a);
+
 function opFromJSON(op: unknown): unknown {
   const s = op as Record<string, unknown> | null | undefined;
   if (s === null || s === undefined) return undefined;
   if (s.k === 's') {
     const t = s.t as number[];
-    const v = s.v as unknown[];
+    const v = orNone(s.v as unknown[]);
     const state: SlidingState = {
       k: 's',
       h: 0,
@@ -83,11 +91,11 @@ function opFromJSON(op: unknown): unknown {
       v,
       sums: s.sums === true,
       f: s.f as number,
-      fs: [],
+      fs: NO_ENTRIES,
       fs0: 0,
       bs: 0,
-      mn: s.mn as number[],
-      mx: s.mx as number[],
+      mn: orNone(s.mn as number[]),
+      mx: orNone(s.mx as number[]),
       d: s.d === null ? undefined : new Map(s.d as [string, number][]),
     };
     if (state.sums) {

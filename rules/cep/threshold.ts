@@ -82,20 +82,33 @@ function readValue(
       };
 }
 
+/**
+ * The one empty array every window shares for the arrays its aggregate does not use (values for
+ * `count`, the deques for all but `min`/`max`, suffix sums until the first rebuild): a partition
+ * holds millions of windows, and four empty arrays each were a quarter of their memory. Frozen,
+ * so a write to it fails loudly instead of reaching every window; {@link own} replaces it first.
+ */
+export const NO_ENTRIES: never[] = Object.freeze([]) as unknown as never[];
+
+/** The array itself, or a new one in place of {@link NO_ENTRIES}. */
+function own<T>(a: T[]): T[] {
+  return a === NO_ENTRIES ? [] : a;
+}
+
 function sliding(ks: KeyState, p: CompiledThreshold): SlidingState {
   if ((ks.op as SlidingState | undefined)?.k !== 's')
     ks.op = {
       k: 's',
       h: 0,
       t: [],
-      v: [],
+      v: p.aggregate === 'count' ? NO_ENTRIES : [],
       sums: p.aggregate === 'sum' || p.aggregate === 'avg',
       f: 0,
-      fs: [],
+      fs: NO_ENTRIES,
       fs0: 0,
       bs: 0,
-      mn: [],
-      mx: [],
+      mn: p.aggregate === 'min' ? [] : NO_ENTRIES,
+      mx: p.aggregate === 'max' ? [] : NO_ENTRIES,
       d: undefined,
     } satisfies SlidingState;
   return ks.op as SlidingState;
@@ -179,6 +192,9 @@ function onSliding(
   const ts = e.ref.ts;
   const i = s.t.length;
   s.t.push(ts);
+  if (p.aggregate !== 'count') s.v = own(s.v);
+  if (p.aggregate === 'min') s.mn = own(s.mn);
+  else if (p.aggregate === 'max') s.mx = own(s.mx);
   switch (p.aggregate) {
     case 'count':
       break;
