@@ -690,7 +690,7 @@ async function main(): Promise<void> {
       );
       break;
     }
-    perChange.push({ ms: done.maxMs, seenMs: performance.now() - sentAt });
+    perChange.push({ ms: round(done.maxMs), seenMs: performance.now() - sentAt });
     await sleep(CONTROL_SPACING_MS - (performance.now() - sentAt));
   }
   last = await readMetrics(service);

@@ -117,16 +117,21 @@ export class RedisCheckpointStore implements CheckpointStore {
 
   async load(partition: number): Promise<StoredCheckpoint | undefined> {
     const [metaKey, stateKey] = this.keys(partition);
-    const [meta, fields] = await Promise.all([
+    // The state hash as Redis sends it (field, value, field, value, …): ioredis' hgetall would
+    // first build an object of a million properties, then we would take its entries apart again.
+    const [meta, flat] = await Promise.all([
       this.redis.hgetall(metaKey),
-      this.redis.hgetall(stateKey),
+      this.redis.call('HGETALL', stateKey) as Promise<string[]>,
     ]);
     if (meta.meta === undefined) return undefined;
+    const fields: [string, string][] = new Array(flat.length >> 1);
+    for (let i = 0; i < fields.length; i++)
+      fields[i] = [flat[2 * i] as string, flat[2 * i + 1] as string];
     return {
       offset: Number(meta.offset),
       controlSeq: Number(meta.controlSeq),
       meta: meta.meta,
-      fields: Object.entries(fields),
+      fields,
     };
   }
 

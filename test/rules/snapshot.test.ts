@@ -5,6 +5,7 @@ import {
   createPartition,
   processRecord,
   checkpointParts,
+  keyedStateCount,
   requeueCheckpoint,
   restorePartition,
   restorePartitionParts,
@@ -362,5 +363,38 @@ describe('partition snapshot and restore', () => {
     expect(() => restorePartition(snapshotPartition(st), () => undefined, {})).toThrow(
       /control sequence 2/,
     );
+  });
+
+  it('names the key whose checkpointed state is not JSON, or not a list of lineages', () => {
+    const rs = versions()[1] as RuleSet;
+    const live = createPartition(rs, { partition: 1 });
+    const { meta } = checkpointParts(live, true);
+    const good =
+      '[["velocity@1",null,{"k":"s","sums":false,"t":[5],"v":[],"f":0,"mn":[],"mx":[],"d":null}]]';
+    const restore = (fields: [string, string][]) =>
+      restorePartitionParts(meta, fields, () => rs, {});
+    expect(
+      keyedStateCount(
+        restore([
+          ['a', good],
+          ['b', good],
+        ]),
+      ),
+    ).toBe(2);
+    expect(() =>
+      restore([
+        ['a', good],
+        ['b', '{oops'],
+        ['c', good],
+      ]),
+    ).toThrow(/key "b" is not JSON/);
+    // Two values in one field would still parse as part of a batch: the count gives it away.
+    expect(() =>
+      restore([
+        ['a', good],
+        ['b', `${good},${good}`],
+      ]),
+    ).toThrow(/key "b" is not JSON/);
+    expect(() => restore([['a', '[]']])).toThrow(/keyed state of "a"/);
   });
 });
