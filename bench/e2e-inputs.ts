@@ -1,6 +1,6 @@
 /**
  * The deterministic inputs of the end-to-end benchmark (and of `bench:core`, which runs the same
- * rules and events through the rules core alone): 20 event types, ~200-byte payment-like events,
+ * rules and events through the rules core alone), and the vocabulary `bench:rules` shares: 20 event types, ~200-byte payment-like events,
  * 1,000 rules (80% plain conditions, 20% sliding threshold rules). Seeded mulberry32.
  */
 import { prng } from '../test/prng.js';
@@ -9,12 +9,13 @@ import type { Rule, TopCondition } from '../rules/index.js';
 // Deterministic inputs: 20 event types, payment-like events, 1,000 rules
 // ---------------------------------------------------------------------------------------------
 
-type Rand = () => number;
+export type Rand = () => number;
 
-const int = (rand: Rand, lo: number, hi: number): number => lo + Math.floor(rand() * (hi - lo + 1));
-const pick = <T>(rand: Rand, xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)] as T;
+export const int = (rand: Rand, lo: number, hi: number): number =>
+  lo + Math.floor(rand() * (hi - lo + 1));
+export const pick = <T>(rand: Rand, xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)] as T;
 
-function sample<T>(rand: Rand, xs: readonly T[], n: number): T[] {
+export function sample<T>(rand: Rand, xs: readonly T[], n: number): T[] {
   const copy = [...xs];
   for (let i = copy.length - 1; i > 0; i--) {
     const j = Math.floor(rand() * (i + 1));
@@ -23,7 +24,7 @@ function sample<T>(rand: Rand, xs: readonly T[], n: number): T[] {
   return copy.slice(0, Math.min(n, copy.length));
 }
 
-function weighted<T>(rand: Rand, xs: readonly T[], weights: readonly number[]): T {
+export function weighted<T>(rand: Rand, xs: readonly T[], weights: readonly number[]): T {
   const total = weights.reduce((a, b) => a + b, 0);
   let r = rand() * total;
   for (let i = 0; i < xs.length; i++) {
@@ -34,7 +35,7 @@ function weighted<T>(rand: Rand, xs: readonly T[], weights: readonly number[]): 
 }
 
 /** A payment-like amount: log-normal, median 120, long tail; rounded to cents. */
-function amount(rand: Rand): number {
+export function amount(rand: Rand): number {
   const u = 1 - rand();
   const z = Math.sqrt(-2 * Math.log(u)) * Math.cos(2 * Math.PI * rand());
   return Math.round(Math.exp(Math.log(120) + 1.3 * z) * 100) / 100;
@@ -64,17 +65,17 @@ export const EVENT_TYPES = [
 ] as const;
 
 // prettier-ignore
-const COUNTRIES = [
+export const COUNTRIES = [
   'US', 'GB', 'DE', 'FR', 'ES', 'IT', 'NL', 'PL', 'SE', 'IE', 'CA', 'MX', 'BR', 'AR', 'CO', 'NG',
   'GH', 'KE', 'ZA', 'EG', 'RU', 'UA', 'TR', 'IN', 'PK', 'CN', 'HK', 'SG', 'PH', 'VN', 'ID', 'AE',
 ] as const;
-const COUNTRY_WEIGHTS: readonly number[] = COUNTRIES.map((_, i) =>
+export const COUNTRY_WEIGHTS: readonly number[] = COUNTRIES.map((_, i) =>
   i === 0 ? 30 : i === 1 ? 10 : i === 2 ? 8 : i === 3 ? 6 : 2,
 );
-const CHANNELS = ['web', 'mobile', 'pos', 'atm', 'api'] as const;
-const CHANNEL_WEIGHTS = [35, 35, 18, 7, 5] as const;
+export const CHANNELS = ['web', 'mobile', 'pos', 'atm', 'api'] as const;
+export const CHANNEL_WEIGHTS = [35, 35, 18, 7, 5] as const;
 // prettier-ignore
-const MCCS = [
+export const MCCS = [
   '5411', '5812', '5814', '5912', '5999', '4829', '6011', '6012', '6051', '6540', '7995', '7273',
   '5967', '5816', '4814', '5732', '5944', '5094', '4722', '7011', '3000', '4111', '5541', '5311',
   '5651', '5691', '5045', '7399', '8999', '9399',

@@ -11,6 +11,20 @@
  */
 import { Engine, type RuleProperties, type TopLevelCondition } from 'json-rules-engine';
 import { prng } from '../test/prng.js';
+import {
+  amount,
+  CHANNELS,
+  CHANNEL_WEIGHTS,
+  COUNTRIES,
+  COUNTRY_WEIGHTS,
+  EVENT_TYPES,
+  int,
+  MCCS,
+  pick,
+  sample,
+  weighted,
+  type Rand,
+} from './e2e-inputs.js';
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import { performance } from 'node:perf_hooks';
@@ -65,84 +79,7 @@ const T0 = Date.UTC(2026, 10, 29);
 
 const mulberry32 = prng;
 
-type Rand = () => number;
-
-const int = (rand: Rand, lo: number, hi: number): number => lo + Math.floor(rand() * (hi - lo + 1));
-const pick = <T>(rand: Rand, xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)] as T;
-
-/** `n` distinct items of `xs`, in random order. */
-function sample<T>(rand: Rand, xs: readonly T[], n: number): T[] {
-  const copy = [...xs];
-  for (let i = copy.length - 1; i > 0; i--) {
-    const j = Math.floor(rand() * (i + 1));
-    [copy[i], copy[j]] = [copy[j] as T, copy[i] as T];
-  }
-  return copy.slice(0, Math.min(n, copy.length));
-}
-
-/** A standard normal variate (Box-Muller). */
-function normal(rand: Rand): number {
-  const u = 1 - rand();
-  const v = rand();
-  return Math.sqrt(-2 * Math.log(u)) * Math.cos(2 * Math.PI * v);
-}
-
-/** A payment-like amount: log-normal, median 120, long tail; rounded to cents. */
-function amount(rand: Rand): number {
-  return Math.round(Math.exp(Math.log(120) + 1.3 * normal(rand)) * 100) / 100;
-}
-
-const EVENT_TYPES = [
-  'payment',
-  'login',
-  'transfer',
-  'withdrawal',
-  'deposit',
-  'refund',
-  'chargeback',
-  'card_added',
-  'password_reset',
-  'address_change',
-  'p2p_send',
-  'bill_pay',
-  'top_up',
-  'atm_withdrawal',
-  'wire_out',
-  'crypto_buy',
-  'loan_apply',
-  'account_open',
-  'device_change',
-  'email_change',
-] as const;
-
-// prettier-ignore
-const COUNTRIES = [
-  'US', 'GB', 'DE', 'FR', 'ES', 'IT', 'NL', 'PL', 'SE', 'IE', 'CA', 'MX', 'BR', 'AR', 'CO', 'NG',
-  'GH', 'KE', 'ZA', 'EG', 'RU', 'UA', 'TR', 'IN', 'PK', 'CN', 'HK', 'SG', 'PH', 'VN', 'ID', 'AE',
-] as const;
-/** Where events come from: a few countries carry most of the traffic. */
-const COUNTRY_WEIGHTS: readonly number[] = COUNTRIES.map((_, i) =>
-  i === 0 ? 30 : i === 1 ? 10 : i === 2 ? 8 : i === 3 ? 6 : 2,
-);
-const CHANNELS = ['web', 'mobile', 'pos', 'atm', 'api'] as const;
-const CHANNEL_WEIGHTS = [35, 35, 18, 7, 5] as const;
-// prettier-ignore
-const MCCS = [
-  '5411', '5812', '5814', '5912', '5999', '4829', '6011', '6012', '6051', '6540', '7995', '7273',
-  '5967', '5816', '4814', '5732', '5944', '5094', '4722', '7011', '3000', '4111', '5541', '5311',
-  '5651', '5691', '5045', '7399', '8999', '9399',
-] as const;
 const AMOUNT_THRESHOLDS = [25, 50, 100, 200, 500, 1000, 2000, 5000] as const;
-
-function weighted<T>(rand: Rand, xs: readonly T[], weights: readonly number[]): T {
-  const total = weights.reduce((a, b) => a + b, 0);
-  let r = rand() * total;
-  for (let i = 0; i < xs.length; i++) {
-    r -= weights[i] as number;
-    if (r < 0) return xs[i] as T;
-  }
-  return xs[xs.length - 1] as T;
-}
 
 const leaf = (fact: string, operator: string, value: unknown): Condition => ({
   fact,
