@@ -91,6 +91,9 @@ export function mountOpsRoutes(router: Router, ctx: ApiContext): void {
           p50: histogramQuantile(metrics, 'vigil_activation_seconds', 0.5),
           p99: histogramQuantile(metrics, 'vigil_activation_seconds', 0.99),
         },
+        // The last changes as the workers reported applying them: on how many partitions held
+        // here, and the slowest one's time from CONTROL (ms).
+        recentActivations: pool?.activations.activations().slice(-20) ?? [],
         workers,
         partitions,
       });

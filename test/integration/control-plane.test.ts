@@ -575,9 +575,14 @@ describe('REST API: explain, status, stats, OpenAPI', () => {
     expect(st.notHeldHere).toEqual([]);
     expect(st.activationSeconds.count).toBeGreaterThan(0);
     expect(st.activationSeconds.p99).toBeGreaterThan(0);
+    const lastChange = (st.recentActivations as { controlSeq: number; partitions: number }[]).at(
+      -1,
+    );
+    expect(lastChange).toMatchObject({ controlSeq: st.latestAcceptedControlSeq, partitions: P });
     const stats = await api('GET', '/rules/roll/stats', { token: R });
     expect(stats.status).toBe(200);
     expect(stats.body.alerts).toBe(2);
+    expect(stats.body.matches).toBeGreaterThanOrEqual(2);
     expect(stats.body.errors).toBe(0);
     expect(stats.body.lastFired).toMatchObject({ key: 'k150' });
     expect((await api('GET', '/rules/never/stats', { token: R })).status).toBe(404);
