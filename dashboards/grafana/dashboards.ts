@@ -279,13 +279,25 @@ const overview = dashboard(
 const rules = dashboard(
   'vigil-rules',
   'Vigil / Rules',
-  'What each rule does: alerts, errors, quarantines, state limits, and how fast changes take effect.',
+  'What each rule does: matches, alerts, errors, quarantines, state limits, and how fast changes take effect.',
   [
     {
       title: 'Alerts by rule',
       description: 'Alerts published to ALERTS, per rule (rules beyond the label cap in _other).',
       unit: 'ops',
       targets: [{ expr: ALERTS_BY_RULE_EXPR, legend: '{{rule}}' }],
+    },
+    {
+      title: 'Matches by rule',
+      description:
+        "Events each rule's when accepted (before its pattern). Matching often without alerting points at a window or threshold.",
+      unit: 'ops',
+      targets: [
+        {
+          expr: `sum by (rule) (rate(vigil_rule_matches_total{${I}}[${RATE}]))`,
+          legend: '{{rule}}',
+        },
+      ],
     },
     {
       title: 'Top rules by alerts, last hour',
