@@ -92,12 +92,21 @@ export class Checkpointer {
   }
 
   /** Backpressure: waits, retrying checkpoints, while too many records are not covered by one. */
-  async admit(): Promise<void> {
-    while (
+  admit(): Promise<void> | undefined {
+    // Nothing to wait for, the common case: no promise per record.
+    return this.mustWait() ? this.waitForCheckpoint() : undefined;
+  }
+
+  private mustWait(): boolean {
+    return (
       !this.closed &&
       !this.draining &&
       this.state().offset - this.lastOffset >= this.o.maxUncheckpointed
-    ) {
+    );
+  }
+
+  private async waitForCheckpoint(): Promise<void> {
+    while (this.mustWait()) {
       if (await this.checkpoint()) continue;
       await new Promise((r) => setTimeout(r, 200));
     }

@@ -41,7 +41,7 @@ export interface PartitionRunnerDeps {
   /** State restored from a checkpoint; a new partition otherwise. */
   readonly initialState?: PartitionState;
   /** Called before each record; may hold the partition back (checkpoint backpressure). */
-  readonly admit?: () => Promise<void>;
+  readonly admit?: () => Promise<void> | undefined;
 }
 
 const decoder = new TextDecoder();
@@ -136,11 +136,14 @@ export class PartitionRunner {
 
   private async run(): Promise<void> {
     for await (const r of this.d.source) {
-      if (this.d.admit) await this.d.admit();
+      const admitted = this.d.admit?.();
+      if (admitted !== undefined) await admitted;
       this.lastActivity = Date.now();
       this.busy = true;
       try {
-        await this.handle(r);
+        // Most records publish nothing: they are handled without a promise.
+        const handled = this.handle(r);
+        if (handled !== undefined) await handled;
       } finally {
         this.busy = false;
         for (const fn of this.boundary.splice(0)) fn();
@@ -190,7 +193,7 @@ export class PartitionRunner {
     });
   }
 
-  private async handle(r: LogRecord): Promise<void> {
+  private handle(r: LogRecord): Promise<void> | undefined {
     // events.<key>.<p>: the key is the second token.
     const dot = r.subject.indexOf('.');
     const end = r.subject.indexOf('.', dot + 1);
@@ -271,9 +274,27 @@ export class PartitionRunner {
     this.d.onApplied(this.d.partition, c, activationMs);
   }
 
-  private async emit(r: LogRecord, out: ProcessResult): Promise<void> {
+  /** Counts what a record produced, and publishes it; nothing to publish (the usual case): no promise. */
+  private emit(r: LogRecord, out: ProcessResult): Promise<void> | undefined {
     const metrics = this.d.metrics;
     for (const id of out.matched) this.matches.set(id, (this.matches.get(id) ?? 0) + 1);
+    for (const o of out.overflows)
+      metrics.overflows.inc({ rule: o.ruleId, limit: o.limit }, o.dropped);
+    if (out.suppressed > 0) metrics.suppressed.inc(out.suppressed);
+    if (Number.isFinite(this.state.watermark))
+      this.watermarkLag.set(Math.max(0, Date.now() - this.state.watermark) / 1000);
+    if (
+      out.alerts.length === 0 &&
+      out.late.length === 0 &&
+      out.invalid.length === 0 &&
+      out.errors.length === 0
+    )
+      return undefined;
+    return this.publish(r, out);
+  }
+
+  private async publish(r: LogRecord, out: ProcessResult): Promise<void> {
+    const metrics = this.d.metrics;
     for (const a of out.alerts) {
       metrics.alerts.inc({ rule: a.ruleId });
       await this.d.alerts.publish(a);
@@ -310,10 +331,5 @@ export class PartitionRunner {
       });
       metrics.dlq.inc({ reason: 'rule-error' });
     }
-    for (const o of out.overflows)
-      metrics.overflows.inc({ rule: o.ruleId, limit: o.limit }, o.dropped);
-    if (out.suppressed > 0) metrics.suppressed.inc(out.suppressed);
-    if (Number.isFinite(this.state.watermark))
-      this.watermarkLag.set(Math.max(0, Date.now() - this.state.watermark) / 1000);
   }
 }

@@ -257,7 +257,7 @@ async function main(init: WorkerInit): Promise<void> {
       onRuleError,
       onApplied,
       initialState,
-      admit: () => checkpointer?.admit() ?? Promise.resolve(),
+      admit: () => checkpointer?.admit(),
     });
     if (store !== undefined) {
       checkpointer = new Checkpointer(
