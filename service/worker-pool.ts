@@ -37,6 +37,13 @@ export interface WorkerStatus {
   readonly restarts: number;
 }
 
+/** A stop of a partition sent to a worker and not yet confirmed. */
+interface PendingStop {
+  readonly slot: Slot;
+  readonly done: () => void;
+  readonly promise: Promise<void>;
+}
+
 /**
  * Runs W worker threads and the partitions this process holds on them. Partitions come and go
  * at run time ({@link startPartition}, {@link stopPartition}): each goes to the worker with the
@@ -48,11 +55,12 @@ export class WorkerPool {
   private stopping = false;
   private nextId = 0;
   private readonly pending = new Map<number, (metrics: unknown) => void>();
-  /** Stops asked of a worker and not yet confirmed, by partition. */
-  private readonly stops = new Map<
-    number,
-    { slot: Slot; done: () => void; promise: Promise<void> }
-  >();
+  /**
+   * Stops asked of a worker and not yet confirmed, by partition, oldest first. A partition can be
+   * stopped, started and stopped again before the first stop is confirmed: each stop waits for its
+   * own worker's reply, and a start waits for all of them.
+   */
+  private readonly stops = new Map<number, PendingStop[]>();
   /** Control sequence applied per partition, and recent activation times, as workers report them. */
   readonly activations = new ActivationLog();
   /** A worker stopped a partition by itself because its checkpoint was fenced (the lease is gone). */
@@ -120,9 +128,9 @@ export class WorkerPool {
         token,
       } satisfies ToWorker);
     };
-    const stop = this.stops.get(p);
-    if (stop) void stop.promise.then(send);
-    else send();
+    const pending = this.stopsOf(p);
+    if (pending === undefined) send();
+    else void pending.then(send);
   }
 
   /**
@@ -131,21 +139,31 @@ export class WorkerPool {
    */
   stopPartition(p: number, reason: 'released' | 'lost'): Promise<void> {
     const slot = this.slots.find((s) => s.partitions.has(p));
-    if (slot === undefined) return this.stops.get(p)?.promise ?? Promise.resolve();
+    if (slot === undefined) return this.stopsOf(p) ?? Promise.resolve();
     slot.partitions.delete(p);
     this.activations.forget(p);
     slot.started.delete(p);
     let done = (): void => {};
     const promise = new Promise<void>((resolve) => (done = resolve));
-    const previous = this.stops.get(p);
-    this.stops.set(p, { slot, done, promise });
+    const stop: PendingStop = { slot, done, promise };
+    const list = this.stops.get(p) ?? [];
+    list.push(stop);
+    this.stops.set(p, list);
     void promise.then(() => {
-      if (this.stops.get(p)?.promise === promise) this.stops.delete(p);
+      const left = (this.stops.get(p) ?? []).filter((x) => x !== stop);
+      if (left.length > 0) this.stops.set(p, left);
+      else this.stops.delete(p);
     });
-    if (previous) void previous.promise.then(done);
     if (slot.worker === undefined) done();
     else slot.worker.postMessage({ op: 'stop-partition', partition: p, reason } satisfies ToWorker);
-    return promise;
+    // Resolves once every stop of `p` asked so far is confirmed, this one included.
+    return this.stopsOf(p) ?? promise;
+  }
+
+  /** Resolves when every stop of `p` under way is confirmed; undefined when none is. */
+  private stopsOf(p: number): Promise<void> | undefined {
+    const list = this.stops.get(p);
+    return list === undefined ? undefined : Promise.all(list.map((x) => x.promise)).then(() => {});
   }
 
   private spawn(s: Slot): void {
@@ -169,8 +187,9 @@ export class WorkerPool {
       else if (m.op === 'partition-started') {
         if (s.partitions.has(m.partition)) s.started.add(m.partition);
       } else if (m.op === 'partition-stopped') {
-        const stop = this.stops.get(m.partition);
-        if (stop?.slot === s) stop.done();
+        // The oldest stop this worker owes for the partition.
+        const stop = this.stops.get(m.partition)?.find((x) => x.slot === s);
+        if (stop !== undefined) stop.done();
         else if (m.reason === 'fenced' && s.partitions.has(m.partition)) {
           s.partitions.delete(m.partition);
           this.activations.forget(m.partition);
@@ -193,7 +212,8 @@ export class WorkerPool {
       s.worker = undefined;
       s.started.clear();
       // A dead worker runs nothing: the stops it owed are done.
-      for (const stop of this.stops.values()) if (stop.slot === s) stop.done();
+      for (const list of this.stops.values())
+        for (const stop of list) if (stop.slot === s) stop.done();
       if (this.stopping) return;
       s.restarts++;
       this.log('warn', `worker ${s.index} exited (code ${code}); restarting it`);
