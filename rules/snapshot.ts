@@ -19,6 +19,8 @@ import type { RuleSet } from './rule-set.js';
 
 // v2: keyed state grouped by key (one checkpoint field per key), no longer by lineage.
 const FORMAT = 'vigil.partition.v2';
+/** The previous format (state by lineage, one field per rule and key): still restored, see {@link restoreV1Fields}. */
+const FORMAT_V1 = 'vigil.partition.v1';
 
 /** One lineage's state of a key. */
 type LineageStateJSON = [lineage: string, sup: number | null, op: unknown];
@@ -34,7 +36,7 @@ type TimerJSON = [time: number, n: number, ruleId: string, epoch: number, key: s
 
 /** Everything of a partition but its keyed state. */
 interface MetaJSON {
-  format: typeof FORMAT;
+  format: typeof FORMAT | typeof FORMAT_V1;
   partition: number;
   offset: number;
   maxTs: number | null;
@@ -312,7 +314,7 @@ function restoreMeta(
   ruleSetAt: (controlSeq: number) => RuleSet | undefined,
   options: Omit<PartitionOptions, 'partition'>,
 ): PartitionState {
-  if (json?.format !== FORMAT)
+  if (json?.format !== FORMAT && json?.format !== FORMAT_V1)
     throw new SnapshotError(
       `unknown partition snapshot format ${JSON.stringify(json?.format)}; expected ${FORMAT}`,
     );
@@ -378,8 +380,52 @@ export function restorePartition(
     throw new SnapshotError('partition snapshot is not JSON', e);
   }
   const st = restoreMeta(json, ruleSetAt, options);
+  if (json.format === FORMAT_V1) {
+    // v1: [lineage, [key, sup, state][]][]
+    const byKey = new Map<string, LineageStateJSON[]>();
+    for (const [sid, keys] of json.states as unknown as [
+      string,
+      [string, number | null, unknown][],
+    ][])
+      for (const [key, sup, op] of keys) {
+        const list = byKey.get(key) ?? [];
+        list.push([sid, sup, op]);
+        byKey.set(key, list);
+      }
+    for (const [key, lineages] of byKey) restoreKey(st, key, lineages);
+    return st;
+  }
   for (const [key, lineages] of json.states) restoreKey(st, key, lineages);
   return st;
+}
+
+/**
+ * Restores the fields of a v1 checkpoint (one per lineage and key: field `["<lineage>","<key>"]`,
+ * value `[sup, state]`), and marks them and the keys changed: the next checkpoint writes the keys
+ * in the current layout and deletes the old fields, in one atomic write.
+ */
+function restoreV1Fields(
+  st: PartitionState,
+  fields: Iterable<readonly [field: string, value: string]>,
+): void {
+  const byKey = new Map<string, LineageStateJSON[]>();
+  for (const [field, value] of fields) {
+    let sid: string, key: string, sup: number | null, op: unknown;
+    try {
+      [sid, key] = JSON.parse(field) as [string, string];
+      [sup, op] = JSON.parse(value) as [number | null, unknown];
+    } catch (e) {
+      throw new SnapshotError(`checkpointed state field ${field} (format v1) is not JSON`, e);
+    }
+    const list = byKey.get(key) ?? [];
+    list.push([sid, sup, op]);
+    byKey.set(key, list);
+    st.dirty.add(field);
+  }
+  for (const [key, lineages] of byKey) {
+    restoreKey(st, key, lineages);
+    st.dirty.add(key);
+  }
 }
 
 /** Restores a partition from the parts a store holds: the last `meta` and every keyed-state field. */
@@ -396,6 +442,10 @@ export function restorePartitionParts(
     throw new SnapshotError('checkpoint meta is not JSON', e);
   }
   const st = restoreMeta(json, ruleSetAt, options);
+  if (json.format === FORMAT_V1) {
+    restoreV1Fields(st, fields);
+    return st;
+  }
   // Fields come in no particular order from a store, and that is fine: nothing a partition
   // produces depends on the order of its keyed-state map (snapshots sort it).
   // Parsed a few thousand fields at a time, as one JSON array: one parse of a big text costs far
@@ -406,13 +456,15 @@ export function restorePartitionParts(
     let batch: LineageStateJSON[][] | undefined;
     try {
       batch = JSON.parse(`[${values.join(',')}]`) as LineageStateJSON[][];
+      // Every field holds one list: anything else (a damaged field) is parsed on its own below.
+      if (batch.length !== keys.length || !batch.every(Array.isArray)) batch = undefined;
     } catch {
       batch = undefined;
     }
     for (let i = 0; i < keys.length; i++) {
       const key = keys[i] as string;
       let lineages = batch?.[i];
-      if (batch === undefined || batch.length !== keys.length) {
+      if (batch === undefined) {
         try {
           lineages = JSON.parse(values[i] as string) as LineageStateJSON[];
         } catch (e) {

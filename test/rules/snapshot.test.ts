@@ -365,6 +365,27 @@ describe('partition snapshot and restore', () => {
     );
   });
 
+  it('restores a checkpoint of the previous format (v1: a field per rule and key), and the next checkpoint rewrites it', () => {
+    const rs = ruleSetOf({ op: 'replace-all', rules });
+    const feed = new Feed(rs, 40);
+    for (let i = 0; i < 300; i++)
+      feed.event({ type: 'payment', card: `c${i % 7}`, amount: (i * 13) % 50, ts: 1000 + i * 5 });
+    const now = checkpointParts(feed.state, true);
+    // The same state as v1 stored it.
+    const v1: [string, string][] = [];
+    for (const [key, value] of now.upserts)
+      for (const [sid, sup, op] of JSON.parse(value) as [string, unknown, unknown][])
+        v1.push([JSON.stringify([sid, key]), JSON.stringify([sup, op])]);
+    const meta = now.meta.replace('"vigil.partition.v2"', '"vigil.partition.v1"');
+    const restored = restorePartitionParts(meta, v1, () => rs, { outOfOrderMs: 40 });
+    expect(decoder.decode(snapshotPartition(restored))).toBe(
+      decoder.decode(snapshotPartition(feed.state)),
+    );
+    const next = checkpointParts(restored);
+    expect([...next.deletes].sort()).toEqual(v1.map(([f]) => f).sort());
+    expect(new Map(next.upserts)).toEqual(new Map(now.upserts));
+  });
+
   it('names the key whose checkpointed state is not JSON, or not a list of lineages', () => {
     const rs = versions()[1] as RuleSet;
     const live = createPartition(rs, { partition: 1 });
