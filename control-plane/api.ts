@@ -7,7 +7,7 @@ import {
   type JetStreamManager,
 } from '@nats-io/jetstream';
 import type { RouteHook, WorkerPool } from '../service/index.js';
-import { authMiddleware, TokenAuth } from './auth.js';
+import { allows, authMiddleware, TokenAuth, type Principal } from './auth.js';
 import { starting, type ApiContext } from './context.js';
 import { ControlLog } from './control-log.js';
 import { ControlWriter } from './control-writer.js';
@@ -65,8 +65,14 @@ export function createControlPlane(
   router.use(authMiddleware(new TokenAuth(options.tokens)));
   const small = jsonBody(options.maxBodyBytes);
   const large = jsonBody(options.maxModelBytes);
+  // The large limit only for a token that may put a model: a read token gets the small one,
+  // so the server does not read 8 MiB only to answer 403.
   router.use((req, res, next) =>
-    (req.method === 'PUT' && req.path.startsWith('/models/') ? large : small)(req, res, next),
+    (req.method === 'PUT' &&
+      req.path.startsWith('/models/') &&
+      allows((res.locals.principal as Principal | undefined)?.role ?? 'read', 'write')
+      ? large
+      : small)(req, res, next),
   );
   mountRuleRoutes(router, ctx);
   mountModelRoutes(router, ctx);

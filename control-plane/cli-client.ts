@@ -15,6 +15,8 @@ export const EXIT = {
   conflict: 5,
   /** The service could not be reached or failed (5xx). */
   unavailable: 6,
+  /** Interrupted (Ctrl-C): 128 + SIGINT, as shells report it. */
+  interrupted: 130,
 } as const;
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
 
@@ -75,9 +77,29 @@ export function clientSettings(
 ): ClientSettings {
   const c = configFile(flags.config === undefined ? undefined : resolve(cwd, flags.config), env);
   const url = (flags.url ?? env.VIGIL_URL ?? c.url ?? 'http://127.0.0.1:8080').replace(/\/+$/, '');
+  // A URL that does not parse is the command line's fault (2), not an unreachable service (6).
+  let parsed: URL | undefined;
+  try {
+    parsed = new URL(url);
+  } catch {
+    parsed = undefined;
+  }
+  if (parsed === undefined || (parsed.protocol !== 'http:' && parsed.protocol !== 'https:'))
+    throw new CliError(
+      EXIT.usage,
+      `"${url}" is not an http(s) URL; set --url or VIGIL_URL, e.g. http://127.0.0.1:8080`,
+    );
   let token = flags.token ?? env.VIGIL_TOKEN;
-  if (token === undefined && env.VIGIL_TOKEN_FILE !== undefined)
-    token = readFileSync(env.VIGIL_TOKEN_FILE, 'utf8').trim();
+  if (token === undefined && env.VIGIL_TOKEN_FILE !== undefined) {
+    try {
+      token = readFileSync(env.VIGIL_TOKEN_FILE, 'utf8').trim();
+    } catch (e) {
+      throw new CliError(
+        EXIT.usage,
+        `cannot read the token file VIGIL_TOKEN_FILE=${env.VIGIL_TOKEN_FILE}: ${(e as NodeJS.ErrnoException).code === 'ENOENT' ? 'there is no such file' : (e as Error).message}; point VIGIL_TOKEN_FILE at a file that holds the token, or set VIGIL_TOKEN`,
+      );
+    }
+  }
   token ??= c.token;
   const local = resolve(cwd, '.vigil/api-token');
   if (token === undefined && existsSync(local)) token = readFileSync(local, 'utf8').trim();

@@ -14,6 +14,7 @@ const code = await runCli(process.argv.slice(2), {
     : {}),
 }).catch((e: unknown) => {
   process.stderr.write(`vigil: ${e instanceof Error ? e.message : String(e)}\n`);
-  return 6;
+  // After Ctrl-C whatever failed failed because of it: 130, as a shell reports an interrupt.
+  return abort.signal.aborted ? 130 : 6;
 });
 process.exitCode = code;

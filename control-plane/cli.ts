@@ -124,6 +124,10 @@ async function backtest(s: ClientSettings, f: Flags, io: CliIo): Promise<number>
   }
   io.signal?.removeEventListener('abort', cancel);
   io.progress?.('');
+  // Ctrl-C cancelled the run (or it ended meanwhile): the user stopped it, which is 130, not a
+  // failure of the service.
+  if (io.signal?.aborted === true)
+    throw new CliError(EXIT.interrupted, `back-test ${String(job.status)}: interrupted`, job);
   if (job.status !== 'done')
     throw new CliError(
       EXIT.unavailable,

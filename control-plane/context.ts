@@ -4,6 +4,7 @@ import type { WorkerPool } from '../service/index.js';
 import type { ChangeRecord, ControlLog } from './control-log.js';
 import type { ControlWriter } from './control-writer.js';
 import { ApiError, ApiErrorCode } from './errors.js';
+import type { ExpectedVersion } from './http-support.js';
 import type { ControlPlaneOptions } from './options.js';
 
 /** What the route handlers share: settings, the fold of `CONTROL`, the writer, the service's pool. */
@@ -40,9 +41,27 @@ export function changeView(r: ChangeRecord): Record<string, unknown> {
   };
 }
 
+/**
+ * 412 when `*` ("must exist", HTTP's `If-Match: *`) meets a thing that does not exist; the kind
+ * and id name it.
+ */
+export function mustExist(kind: 'rule' | 'model', id: string, exists: boolean): void {
+  if (!exists)
+    throw new ApiError(
+      ApiErrorCode.PreconditionFailed,
+      `${kind} "${id}" does not exist, but the change expects it to (If-Match: *)`,
+      { details: { id, currentVersion: 0, expectedVersion: '*' } },
+    );
+}
+
 /** 409 when a rule's version is not the one the change expects (0: the rule must not exist). */
-export function checkRuleVersion(rs: RuleSet, id: string, expected: number | undefined): void {
+export function checkRuleVersion(
+  rs: RuleSet,
+  id: string,
+  expected: ExpectedVersion | undefined,
+): void {
   if (expected === undefined) return;
+  if (expected === '*') return mustExist('rule', id, rs.rules.has(id));
   const current = rs.rules.get(id)?.version ?? 0;
   if (current !== expected)
     throw new ApiError(

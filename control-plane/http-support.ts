@@ -85,8 +85,40 @@ export function changeMeta(req: Request, res: Response): ChangeMeta {
   };
 }
 
+/**
+ * The version a change expects: a non-negative integer (0: "must not exist"), or `'*'`: "must
+ * exist" (HTTP's `If-Match: *`).
+ */
+export type ExpectedVersion = number | '*';
+
+/**
+ * Parses an expected version as given in `If-Match` or a body's `expectedVersion`: an integer or
+ * a string of digits, or `*`. One parser for every route and for each change of a changeset, so
+ * `"3"` means 3 everywhere and `-1` is 400 everywhere.
+ */
+export function parseExpectedVersion(
+  raw: unknown,
+  where = 'the expected version (If-Match or expectedVersion)',
+): ExpectedVersion | undefined {
+  if (raw === undefined) return undefined;
+  if (raw === '*') return '*';
+  const n =
+    typeof raw === 'number'
+      ? raw
+      : typeof raw === 'string' && /^\d+$/.test(raw)
+        ? Number(raw)
+        : NaN;
+  if (!Number.isSafeInteger(n) || n < 0)
+    throw new ApiError(
+      ApiErrorCode.BadRequest,
+      `${where} must be a non-negative integer, e.g. If-Match: "42"`,
+      { details: { expectedVersion: raw } },
+    );
+  return n;
+}
+
 /** The version a change expects: `If-Match: "<n>"` or body `expectedVersion`; 0 means "must not exist". */
-export function expectedVersion(req: Request): number | undefined {
+export function expectedVersion(req: Request): ExpectedVersion | undefined {
   const header = req.get('if-match');
   const body = req.body as { expectedVersion?: unknown } | undefined;
   const raw =
@@ -98,19 +130,7 @@ export function expectedVersion(req: Request): number | undefined {
       : typeof body === 'object' && body !== null
         ? body.expectedVersion
         : undefined;
-  if (raw === undefined || raw === '*') return undefined;
-  const n =
-    typeof raw === 'number'
-      ? raw
-      : typeof raw === 'string' && /^\d+$/.test(raw)
-        ? Number(raw)
-        : NaN;
-  if (!Number.isSafeInteger(n) || n < 0)
-    throw new ApiError(
-      ApiErrorCode.BadRequest,
-      'the expected version (If-Match or expectedVersion) must be a non-negative integer, e.g. If-Match: "42"',
-    );
-  return n;
+  return parseExpectedVersion(raw);
 }
 
 /** The one error shape, `{error: {code, message, details}}`, for every failure; no stack traces. */
@@ -131,7 +151,22 @@ export function errorHandler(log: (message: string) => void) {
             )
           : err.type === 'entity.parse.failed'
             ? new ApiError(ApiErrorCode.BadRequest, 'the body is not valid JSON')
-            : new ApiError(ApiErrorCode.BadRequest, `the body could not be read (${err.type})`);
+            : clientStatus(err) === 415
+              ? // body-parser's charset.unsupported and encoding.unsupported: the media type is wrong.
+                new ApiError(
+                  ApiErrorCode.UnsupportedMedia,
+                  `the body's charset or encoding is not supported (${err.type}); send UTF-8 JSON`,
+                )
+              : new ApiError(ApiErrorCode.BadRequest, `the body could not be read (${err.type})`);
+    } else if (err instanceof URIError || clientStatus(err) !== undefined) {
+      // Express marks what the client got wrong (e.g. a path that is not valid percent-encoding,
+      // a URIError with status 400); that is the client's mistake, not ours, and needs no log line.
+      e = new ApiError(
+        ApiErrorCode.BadRequest,
+        err instanceof URIError
+          ? `the request is malformed: ${err.message}`
+          : 'the request is malformed',
+      );
     } else {
       log(`internal error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
       e = new ApiError(ApiErrorCode.Internal, 'internal error; the service log has the details', {
@@ -142,6 +177,14 @@ export function errorHandler(log: (message: string) => void) {
     res.set(SECURITY_HEADERS);
     res.status(e.status).json(e.toBody());
   };
+}
+
+/** The 4xx status an error from Express or body-parser carries (`status` or `statusCode`), if any. */
+function clientStatus(e: unknown): number | undefined {
+  if (typeof e !== 'object' || e === null) return undefined;
+  const { status, statusCode } = e as { status?: unknown; statusCode?: unknown };
+  const s = typeof status === 'number' ? status : statusCode;
+  return typeof s === 'number' && s >= 400 && s < 500 ? s : undefined;
 }
 
 function isBodyError(e: unknown): e is { type: string; limit?: number } {

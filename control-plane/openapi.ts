@@ -15,7 +15,8 @@ const ifMatch = {
   name: 'If-Match',
   in: 'header',
   required: false,
-  description: 'The version the change expects ("0": must not exist). Stale: 409.',
+  description:
+    'The version the change expects ("0": must not exist; *: must exist, else 412). Stale: 409.',
   schema: { type: 'string' },
 };
 const reason = {
@@ -36,12 +37,22 @@ function op(
   responses: Record<string, unknown>,
   extra: Record<string, unknown> = {},
 ) {
+  // What every route of its kind can answer, so no route forgets one: a body can have the wrong
+  // media type (415); a change with If-Match can meet "*" and nothing (412), and can be stored but
+  // not applied in time (504); any route behind a token answers 503 while CONTROL is being read,
+  // and 500 when something breaks.
+  const params = (extra.parameters ?? []) as unknown[];
+  const implied = [
+    ...(extra.requestBody !== undefined ? [415] : []),
+    ...(params.includes(ifMatch) ? [412, 504] : []),
+    ...(role === 'none' ? [] : [401, 403, 500, 503]),
+  ];
   return {
     summary,
     description: role === 'none' ? 'No token needed.' : `Needs the "${role}" role (or higher).`,
     ...(role === 'none' ? { security: [] } : {}),
     ...extra,
-    responses: { ...responses, ...(role === 'none' ? {} : errors(401, 403)) },
+    responses: { ...responses, ...errors(...implied) },
   };
 }
 
@@ -220,7 +231,7 @@ export const OPENAPI = {
       post: op(
         'Several changes as one atomic control message (replace-all and clear-state need "admin")',
         'write',
-        { '200': ok('Applied'), ...errors(400, 409, 413, 422) },
+        { '200': ok('Applied'), ...errors(400, 409, 412, 413, 422, 504) },
         {
           parameters: [reason],
           requestBody: {
@@ -233,7 +244,8 @@ export const OPENAPI = {
                   type: 'array',
                   items: {
                     type: 'object',
-                    description: 'a control message (not a changeset); may carry expectedVersion',
+                    description:
+                      'a control message (not a changeset). A rule or model change may carry expectedVersion (the version of the rule or model it names; parsed as If-Match: an integer, a string of digits or "*"); on other ops it is refused with 400',
                   },
                 },
                 expectedControlSeq: { type: 'integer' },
@@ -277,7 +289,7 @@ export const OPENAPI = {
     },
     '/backtest': {
       post: op(
-        'Replay a range of EVENTS in-process through the rules in force at each event, and through a candidate rule set; nothing is published. 202 with a job id, or 200 with the result when "wait" is true. One at a time.',
+        'Replay a range of EVENTS in-process through the rules in force at each event, and through a candidate rule set; nothing is published. 202 with a job id, or 200 with the result when "wait" is true. One at a time. With "wait": a run that failed answers 500 VIGIL_E_INTERNAL, one cancelled (DELETE, or the client hung up) 409 VIGIL_E_BACKTEST_CANCELLED, each in the error shape with the job in details.job.',
         'write',
         { '200': ok('Finished (wait: true)'), '202': ok('Started'), ...errors(409, 422) },
         {
@@ -406,9 +418,14 @@ export const OPENAPI = {
         [401, 'No or bad token'],
         [403, "The token's role does not allow this"],
         [404, 'No such rule, model, version or route'],
-        [409, 'Stale expected version; details.currentVersion'],
+        [409, 'Stale expected version (details.currentVersion); back-test busy or cancelled'],
+        [412, 'If-Match: * (must exist), and it does not'],
         [413, 'Body or control message too large'],
+        [415, 'The body is not JSON, or not in a supported charset (UTF-8)'],
         [422, 'Not valid: details.problems, each {pointer, message}'],
+        [500, 'Internal error (details.requestId), or a back-test that failed (details.job)'],
+        [503, 'Still reading CONTROL at start-up, or NATS unreachable; retry'],
+        [504, 'Stored in CONTROL but not applied within applyTimeoutMs; retry'],
       ].map(([code, description]) => [`E${code}`, { description, content: json(ref('Error')) }]),
     ),
   },

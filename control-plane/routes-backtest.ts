@@ -133,7 +133,22 @@ export function mountBacktestRoutes(router: Router, ctx: ApiContext): BacktestJo
           if (!res.writableFinished) job.abort.abort();
         });
         await job.done;
-        res.status(job.status === 'done' ? 200 : 500).json(jobView(job));
+        // A run that did not finish answers in the one error shape, the job in details, so a
+        // client that only looks at `error` sees it failed; cancelled is a conflict with the
+        // DELETE that stopped it, not a server fault.
+        if (job.status === 'cancelled')
+          throw new ApiError(
+            ApiErrorCode.BacktestCancelled,
+            `back-test ${job.id} was cancelled before it finished`,
+            { details: { job: jobView(job) } },
+          );
+        if (job.status !== 'done')
+          throw new ApiError(
+            ApiErrorCode.Internal,
+            `back-test ${job.id} failed: ${job.error ?? 'unknown error'}`,
+            { details: { job: jobView(job) } },
+          );
+        res.status(200).json(jobView(job));
         return;
       }
       res.status(202).set('Location', `/v1/backtest/${job.id}`).json(jobView(job));

@@ -1,10 +1,10 @@
 import type { Request, Router } from 'express';
 import type { CompiledModel, Model } from '../rules/index.js';
 import { requireRole } from './auth.js';
-import { changeView, type ApiContext } from './context.js';
+import { changeView, mustExist, type ApiContext } from './context.js';
 import type { ControlLog } from './control-log.js';
 import { ApiError, ApiErrorCode, invalid, notFound } from './errors.js';
-import { changeMeta, expectedVersion, handle } from './http-support.js';
+import { changeMeta, expectedVersion, handle, type ExpectedVersion } from './http-support.js';
 
 /** A model's version: the sequence of the last change that created or replaced it. */
 function modelVersion(log: ControlLog, id: string): number {
@@ -32,8 +32,14 @@ function modelView(log: ControlLog, id: string, m: CompiledModel, withDef: boole
   };
 }
 
-function checkModelVersion(log: ControlLog, id: string, expected: number | undefined): void {
+/** 409 when a model's version is not the one the change expects (0: must not exist; `*`: must). */
+export function checkModelVersion(
+  log: ControlLog,
+  id: string,
+  expected: ExpectedVersion | undefined,
+): void {
   if (expected === undefined) return;
+  if (expected === '*') return mustExist('model', id, log.ruleSet.models.has(id));
   const current = log.ruleSet.models.has(id) ? modelVersion(log, id) : 0;
   if (current !== expected)
     throw new ApiError(

@@ -10,8 +10,15 @@ import { requireRole } from './auth.js';
 import { changeView, checkRuleVersion, type ApiContext } from './context.js';
 import type { ControlLog, RuleRevision } from './control-log.js';
 import { ApiError, ApiErrorCode, invalid, notFound } from './errors.js';
-import { changeMeta, expectedVersion, handle } from './http-support.js';
+import {
+  changeMeta,
+  expectedVersion,
+  handle,
+  parseExpectedVersion,
+  type ExpectedVersion,
+} from './http-support.js';
 import { jsonDiff } from './json-diff.js';
+import { checkModelVersion } from './routes-models.js';
 
 function lastChange(log: ControlLog, id: string): Record<string, unknown> | undefined {
   const last = log.ruleHistory(id).at(-1);
@@ -87,6 +94,45 @@ function respondRule(
     ...(r === undefined ? { id, deleted: true } : ruleView(ctx.log(), r)),
     change: record === undefined ? { seq } : changeView(record),
   });
+}
+
+/** The ops whose `expectedVersion` is a rule's version, and those whose is a model's. */
+const RULE_OPS: ReadonlySet<unknown> = new Set([
+  'upsert-rule',
+  'delete-rule',
+  'pause-rule',
+  'resume-rule',
+]);
+const MODEL_OPS: ReadonlySet<unknown> = new Set(['upsert-model', 'delete-model']);
+
+/**
+ * What a changeset's change `i` expects: the version of the rule or model it names. 400 for a
+ * value the PUT routes would refuse, and for an op where a version means nothing (clear-state,
+ * replace-all: use `expectedControlSeq`). A change without an id is left to validation (422).
+ */
+function versionCheck(
+  c: unknown,
+  i: number,
+): { kind: 'rule' | 'model'; id: string; expected: ExpectedVersion } | undefined {
+  if (typeof c !== 'object' || c === null) return undefined;
+  const change = c as Record<string, unknown>;
+  const expected = parseExpectedVersion(change.expectedVersion, `changes[${i}].expectedVersion`);
+  if (expected === undefined) return undefined;
+  const kind = RULE_OPS.has(change.op) ? 'rule' : MODEL_OPS.has(change.op) ? 'model' : undefined;
+  if (kind === undefined)
+    throw new ApiError(
+      ApiErrorCode.BadRequest,
+      `changes[${i}].expectedVersion means nothing for op ${JSON.stringify(change.op)}: only rule and model changes have a version; use expectedControlSeq to expect the whole rule set unchanged`,
+      { details: { index: i, op: change.op } },
+    );
+  const named = change[kind] as { id?: unknown } | undefined;
+  const id =
+    change.op === 'upsert-rule' || change.op === 'upsert-model'
+      ? typeof named === 'object' && named !== null
+        ? named.id
+        : undefined
+      : change.id;
+  return typeof id === 'string' ? { kind, id, expected } : undefined;
 }
 
 /** Rules: list, get, put, delete, pause, resume, history, diff, rollback, validate, changesets. */
@@ -279,6 +325,9 @@ export function mountRuleRoutes(router: Router, ctx: ApiContext): void {
       const expectedSeq = body.expectedControlSeq;
       if (expectedSeq !== undefined && !Number.isSafeInteger(expectedSeq))
         throw new ApiError(ApiErrorCode.BadRequest, 'expectedControlSeq must be an integer');
+      // Each change's expectedVersion, parsed as the PUT routes parse theirs, before anything is
+      // published: a bad one is the client's mistake (400), not a conflict.
+      const checks = changes.map((c, i) => versionCheck(c, i));
       const record = await ctx.writer().commit(
         (rs) => {
           if (expectedSeq !== undefined && rs.controlSeq !== expectedSeq)
@@ -287,14 +336,14 @@ export function mountRuleRoutes(router: Router, ctx: ApiContext): void {
               `CONTROL is at sequence ${rs.controlSeq}, not ${String(expectedSeq)}`,
               { details: { currentControlSeq: rs.controlSeq, expectedControlSeq: expectedSeq } },
             );
+          for (const check of checks) {
+            if (check === undefined) continue;
+            if (check.kind === 'rule') checkRuleVersion(rs, check.id, check.expected);
+            else checkModelVersion(ctx.log(), check.id, check.expected);
+          }
           const stripped = changes.map((c) => {
             if (typeof c !== 'object' || c === null) return c;
-            const { expectedVersion: ev, meta: _m, ...rest } = c;
-            if (ev !== undefined) {
-              const rid = (rest.rule as { id?: unknown } | undefined)?.id ?? rest.id;
-              if (typeof rid === 'string' && Number.isSafeInteger(ev))
-                checkRuleVersion(rs, rid, ev as number);
-            }
+            const { expectedVersion: _ev, meta: _m, ...rest } = c;
             return rest;
           });
           return {

@@ -213,6 +213,14 @@ describe('vigil CLI against a running service', () => {
   });
 
   it('back-tests the log, with a candidate from files, and shows progress', async () => {
+    // Enough records for progress reports (one every 500) and for a run to be cancelled midway;
+    // no rule watches "noise", so the alert counts below stay as they are.
+    for (let i = 0; i < 6000; i += 500)
+      await Promise.all(
+        Array.from({ length: 500 }, (_, j) =>
+          servers.js.publish(`events.n-${i + j}`, JSON.stringify({ type: 'noise', card: 'n' })),
+        ),
+      );
     const plain = await vigilCmd(['backtest']);
     expect(plain.code).toBe(0);
     expect(plain.out).toMatch(/^\d+ records \(EVENTS 1\.\.\d+\): 1 alerts/);
@@ -232,7 +240,40 @@ describe('vigil CLI against a running service', () => {
       /1 alerts from the rules in force, 0 from the candidate; 0 only from the candidate, 1 only from the rules in force/,
     );
     expect(out).toMatch(/cli-a\s+1\s+0/);
+    // A bar was drawn (the log has over 500 records, so the run reported progress), then cleared.
+    expect(progress.some((t) => /^\[#+\.*\] \d+% \d+\/\d+ records$/.test(t))).toBe(true);
     expect(progress.at(-1)).toBe('');
+  });
+
+  it('cancels a running back-test (DELETE), and exits 130 on Ctrl-C during vigil backtest', async () => {
+    const headers = {
+      authorization: `Bearer ${tokens.write.token}`,
+      'content-type': 'application/json',
+    };
+    const started = await fetch(`${vigil.url}/v1/backtest`, {
+      method: 'POST',
+      headers,
+      body: '{}',
+    });
+    expect(started.status).toBe(202);
+    const { id } = (await started.json()) as { id: string };
+    const cancelled = await fetch(`${vigil.url}/v1/backtest/${id}`, { method: 'DELETE', headers });
+    expect(cancelled.status).toBe(200);
+    expect(((await cancelled.json()) as { status: string }).status).toBe('cancelled');
+
+    const ctrlC = new AbortController();
+    let err = '';
+    const code = await runCli(['backtest'], {
+      out: () => undefined,
+      err: (t) => (err += t),
+      // The first progress report is as good a moment as any to press Ctrl-C.
+      progress: () => ctrlC.abort(),
+      env: { VIGIL_URL: vigil.url, VIGIL_TOKEN: tokens.write.token },
+      cwd: dir,
+      signal: ctrlC.signal,
+    });
+    expect(code).toBe(130);
+    expect(err).toMatch(/interrupted/);
   });
 
   it('reads URL and token from a config file, and says what is wrong with a bad one', async () => {
@@ -254,6 +295,30 @@ describe('vigil CLI against a running service', () => {
     const c = io({});
     expect(await runCli(['rules', 'list', '--config', file], c.io)).toBe(2);
     expect(c.r.err).toMatch(/"tokn" is not a setting/);
+  });
+
+  it('calls a missing token file and a malformed URL usage errors (exit 2), with a clear message', async () => {
+    const run = async (args: string[], env: NodeJS.ProcessEnv) => {
+      const r = { out: '', err: '' };
+      const code = await runCli(args, {
+        out: (t) => (r.out += t),
+        err: (t) => (r.err += t),
+        env,
+        cwd: dir,
+      });
+      return { code, ...r };
+    };
+    const noFile = await run(['rules', 'list'], {
+      VIGIL_URL: vigil.url,
+      VIGIL_TOKEN_FILE: '/nonexistent',
+    });
+    expect(noFile.code).toBe(2);
+    expect(noFile.err).toMatch(/token file VIGIL_TOKEN_FILE=\/nonexistent: there is no such file/);
+    const badUrl = await run(['rules', 'list', '--url', 'http//nope'], {
+      VIGIL_TOKEN: tokens.read.token,
+    });
+    expect(badUrl.code).toBe(2);
+    expect(badUrl.err).toMatch(/"http\/\/nope" is not an http\(s\) URL/);
   });
 
   it('runs as the vigil bin, with URL and token from the environment', async () => {

@@ -113,6 +113,20 @@ describe('the example NATS permissions', () => {
     await refused('events._vigil', { vigil: 'epoch', controlSeq: 1 });
     await refused('events._vigil.3', { vigil: 'epoch', controlSeq: 1 });
     await refused('events._tick.3', { vigil: 'tick', ts: Date.now() });
+    // Nor the service's start-up probes (events._probe, events._probe1 … events._probe15), which
+    // a producer could otherwise forge to mislead the mapping check. The service's own probes
+    // from beforeAll are in EVENTS already: none may be added.
+    const probeCount = async () => {
+      let n = 0;
+      for (let i = 0; i < 16; i++)
+        n += await count(vigil, 'EVENTS', `events._probe${i === 0 ? '' : i}.*`);
+      return n;
+    };
+    const before = await probeCount();
+    expect(before).toBeGreaterThan(0);
+    for (const key of ['_probe', '_probe1', '_probe7', '_probe15'])
+      await refused(`events.${key}`, {});
+    expect(await probeCount()).toBe(before);
     // Nor may it use the JetStream API, e.g. to purge a stream.
     await expect(
       jetstreamManager(await as('producer'), { timeout: 1000 }).then((m) =>

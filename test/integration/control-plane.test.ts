@@ -129,6 +129,35 @@ describe('REST API: auth, headers, errors', () => {
     expect(huge.status).toBe(413);
     expect(huge.body.error.code).toBe('VIGIL_E_TOO_LARGE');
   });
+
+  it('answers a path that is not valid percent-encoding with 400, and a body in a charset it cannot read with 415', async () => {
+    const path = await api('GET', '/rules/%E0%A4%A', { token: R });
+    expect(path.status).toBe(400);
+    expect(path.body.error.code).toBe('VIGIL_E_BAD_REQUEST');
+    const charset = await api('PUT', '/rules/r1', {
+      token: W,
+      raw: JSON.stringify(bigRule(1)),
+      headers: { 'content-type': 'application/json; charset=koi8-r' },
+    });
+    expect(charset.status).toBe(415);
+    expect(charset.body.error.code).toBe('VIGIL_E_UNSUPPORTED_MEDIA');
+  });
+
+  it('reads at most the small body limit for a read token, even on PUT /models/:id', async () => {
+    // This server's model limit (64 KiB) is below the body limit (1 MiB): a 100 KB body is over
+    // the one a writer gets there, but within the one a read token gets, so it reaches the 403.
+    const r = await api('PUT', '/models/m-read', {
+      token: R,
+      body: { kind: 'lookup', values: ['x'.repeat(100_000)] },
+    });
+    expect(r.status).toBe(403);
+    expect(r.body.error.code).toBe('VIGIL_E_FORBIDDEN');
+    const w = await api('PUT', '/models/m-read', {
+      token: W,
+      body: { kind: 'lookup', values: ['x'.repeat(100_000)] },
+    });
+    expect(w.status).toBe(413);
+  });
 });
 
 describe('REST API: start-up', () => {
@@ -213,6 +242,24 @@ describe('REST API: rules', () => {
     expect(replaced.status).toBe(200);
     expect(replaced.body.version).toBeGreaterThan(v1);
     expect(replaced.body.change.changes).toEqual([{ ruleId: 'big', action: 'kept' }]);
+  });
+
+  it('answers If-Match: * with 412 when the rule does not exist, and applies it when it does', async () => {
+    const missing = await api('PUT', '/rules/star', {
+      token: W,
+      body: bigRule(5),
+      headers: { 'if-match': '*' },
+    });
+    expect(missing.status).toBe(412);
+    expect(missing.body.error.code).toBe('VIGIL_E_PRECONDITION_FAILED');
+    expect((await api('GET', '/rules/star', { token: R })).status).toBe(404);
+    expect((await api('PUT', '/rules/star', { token: W, body: bigRule(5) })).status).toBe(201);
+    const present = await api('PUT', '/rules/star', {
+      token: W,
+      body: bigRule(6),
+      headers: { 'if-match': '*' },
+    });
+    expect(present.status).toBe(200);
   });
 
   it('detects a change published straight to vigil.control between read and write (compare-and-set on CONTROL)', async () => {
@@ -433,6 +480,48 @@ describe('REST API: rules', () => {
       ).status,
     ).toBe(200);
   });
+
+  it("checks a changeset's expectedVersion per op, parsed as the PUT routes parse theirs", async () => {
+    const rv = (await api('PUT', '/rules/ev1', { token: W, body: bigRule(1) })).body
+      .version as number;
+    const mv = (
+      await api('PUT', '/models/ev-m', { token: W, body: { kind: 'lookup', values: ['a'] } })
+    ).body.version as number;
+    const post = (changes: unknown[], token = W) =>
+      api('POST', '/changesets', { token, body: { changes } });
+    const upsert = (expectedVersion: unknown) => ({
+      op: 'upsert-rule',
+      rule: { id: 'ev1', ...bigRule(2) },
+      expectedVersion,
+    });
+    // A string of digits is a version, as in If-Match: "<n>"; a stale one is a conflict.
+    const staleString = await post([upsert(String(rv - 1))]);
+    expect(staleString.status).toBe(409);
+    expect(staleString.body.error.details).toMatchObject({ currentVersion: rv });
+    // What PUT refuses with 400, a changeset refuses with 400 too.
+    for (const bad of [-1, 1.5, 'x', true]) {
+      const r = await post([upsert(bad)]);
+      expect(r.status, JSON.stringify(bad)).toBe(400);
+      expect(r.body.error.code).toBe('VIGIL_E_BAD_REQUEST');
+    }
+    // A model op expects the model's version, not that of a rule with the same id.
+    const model = await post([
+      {
+        op: 'upsert-model',
+        model: { id: 'ev-m', kind: 'lookup', values: ['b'] },
+        expectedVersion: mv,
+      },
+    ]);
+    expect(model.status).toBe(200);
+    const staleModel = await post([{ op: 'delete-model', id: 'ev-m', expectedVersion: mv }]);
+    expect(staleModel.status).toBe(409);
+    // On an op without a version, expectedVersion means nothing: refused rather than ignored.
+    const meaningless = await post([{ op: 'clear-state', ruleId: 'ev1', expectedVersion: 1 }], A);
+    expect(meaningless.status).toBe(400);
+    expect(meaningless.body.error.message).toMatch(/expectedControlSeq/);
+    const ok = await post([upsert(String(rv))]);
+    expect(ok.status).toBe(200);
+  });
 });
 
 describe('REST API: models and lookup tables', () => {
@@ -612,6 +701,16 @@ describe('REST API: explain, status, stats, OpenAPI', () => {
       .sort();
     expect(registered.length).toBeGreaterThan(15);
     expect(documented).toEqual(registered);
+    // Every route with a body can answer 415; every change can be stored but not applied in time.
+    const ops = Object.values(r.body.paths as Record<string, Record<string, unknown>>).flatMap(
+      (o) => Object.values(o) as { requestBody?: unknown; responses: Record<string, unknown> }[],
+    );
+    for (const o of ops.filter((x) => x.requestBody !== undefined))
+      expect(Object.keys(o.responses)).toContain('415');
+    expect(Object.keys(r.body.paths['/changesets'].post.responses)).toEqual(
+      expect.arrayContaining(['500', '503', '504']),
+    );
+    expect(r.body.components.responses.E500).toBeDefined();
     expect(JSON.parse(JSON.stringify(OPENAPI))).toEqual(r.body);
   });
 });

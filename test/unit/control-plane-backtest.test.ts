@@ -1,4 +1,11 @@
+import type { AddressInfo } from 'node:net';
+import express from 'express';
 import { describe, expect, it } from 'vitest';
+import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
+import type { ApiContext } from '../../control-plane/context.js';
+import { errorHandler } from '../../control-plane/http-support.js';
+import type { ControlPlaneOptions } from '../../control-plane/options.js';
+import { mountBacktestRoutes } from '../../control-plane/routes-backtest.js';
 import { BacktestJobs, type BacktestResult } from '../../control-plane/backtest.js';
 import { foldVersions, Replay } from '../../control-plane/replay.js';
 import { applyControl, DEFAULT_LIMITS, emptyRuleSet } from '../../rules/index.js';
@@ -113,5 +120,75 @@ describe('BacktestJobs', () => {
       ids.push(j.id);
     }
     expect(ids.map((id) => jobs.get(id) !== undefined)).toEqual([false, false, true, true]);
+  });
+});
+
+describe('POST /v1/backtest with "wait": true', () => {
+  /** The back-test routes on a server whose EVENTS info waits until the test settles it. */
+  async function server() {
+    let settle: (e: Error) => void = () => undefined;
+    const jsm = {
+      streams: { info: () => new Promise((_, reject) => (settle = reject)) },
+    } as unknown as JetStreamManager;
+    const ctx = {
+      options: {
+        partitions: 1,
+        outOfOrderMs: 0,
+        limits: DEFAULT_LIMITS,
+        maxBacktestRecords: 10,
+      } as unknown as ControlPlaneOptions,
+      js: () => ({}) as JetStreamClient,
+      jsm: () => jsm,
+    } as unknown as ApiContext;
+    const app = express();
+    app.use(express.json());
+    app.use((_req, res, next) => {
+      res.locals.principal = { name: 't', role: 'write' };
+      next();
+    });
+    const router = express.Router();
+    const jobs = mountBacktestRoutes(router, ctx);
+    app.use(router);
+    app.use(errorHandler(() => undefined));
+    const http = app.listen(0, '127.0.0.1');
+    await new Promise((r) => http.once('listening', r));
+    const { port } = http.address() as AddressInfo;
+    const answer = fetch(`http://127.0.0.1:${port}/backtest`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ wait: true }),
+    }).then(async (r) => ({
+      status: r.status,
+      body: (await r.json()) as { error: { code: string; message: string; details: unknown } },
+    }));
+    // The run has started once the route asked for EVENTS' info.
+    while (!jobs.running) await new Promise((r) => setTimeout(r, 5));
+    return { jobs, answer, settle: (e: Error) => settle(e), close: () => http.close() };
+  }
+
+  it('answers a failed run with 500 in the error shape, the job in details', async () => {
+    const s = await server();
+    s.settle(new Error('EVENTS is gone'));
+    const r = await s.answer;
+    s.close();
+    expect(r.status).toBe(500);
+    expect(r.body.error).toMatchObject({
+      code: 'VIGIL_E_INTERNAL',
+      details: { job: { status: 'failed', error: 'EVENTS is gone' } },
+    });
+    expect(r.body.error.message).toMatch(/EVENTS is gone/);
+  });
+
+  it('answers a cancelled run with 409 VIGIL_E_BACKTEST_CANCELLED, the job in details', async () => {
+    const s = await server();
+    s.jobs.cancelAll();
+    s.settle(new Error('cancelled'));
+    const r = await s.answer;
+    s.close();
+    expect(r.status).toBe(409);
+    expect(r.body.error).toMatchObject({
+      code: 'VIGIL_E_BACKTEST_CANCELLED',
+      details: { job: { status: 'cancelled' } },
+    });
   });
 });
