@@ -11,7 +11,7 @@ import {
   type RuleLimits,
   type RuleSet,
 } from '../rules/index.js';
-import { MARKER_KEY, partitionOf, PROBE_KEY, TICK_KEY } from '../service/index.js';
+import { MARKER_KEY, partitionOf, TICK_KEY } from '../service/index.js';
 
 /** One message of `EVENTS`, as a replay reads it. */
 export interface ReplayMessage {
@@ -100,11 +100,8 @@ export class Replay {
       const ts = system(m.data)?.ts;
       if (typeof ts !== 'number' || !Number.isSafeInteger(ts)) return [];
       out = processRecord(st, { kind: 'tick', seq: m.seq, ts });
-    } else if (
-      key.startsWith(PROBE_KEY) ||
-      key.startsWith('_') ||
-      partitionOf(key, this.partitions) !== p
-    )
+    } else if (key.startsWith('_') || partitionOf(key, this.partitions) !== p)
+      // Reserved keys (probes among them) and misrouted events are never judged live either.
       return [];
     else
       out = processRecord(st, {

@@ -9,7 +9,7 @@ import type { CompiledRule } from './compile-rule.js';
 import { parsePath, resolveSegments } from './json-path.js';
 import { lookupFact, type ModelRegistry } from './models.js';
 import { resolveOperator } from './operators.js';
-import type { Condition, TopCondition } from './types.js';
+import type { Condition, LeafCondition, TopCondition } from './types.js';
 
 /** A condition with its evaluation: leaves get `factResult`, `valueResult` and `result`. */
 export type ExplainedCondition =
@@ -31,20 +31,13 @@ export type ExplainedCondition =
       readonly priority?: number;
       readonly name?: string;
     }
-  | {
-      readonly fact: string;
-      readonly operator: string;
-      readonly value: unknown;
-      readonly path?: string;
-      readonly params?: Readonly<Record<string, unknown>>;
-      readonly priority?: number;
-      readonly name?: string;
+  | (LeafCondition & {
       factResult?: unknown;
       valueResult?: unknown;
       result?: boolean;
       /** Why the evaluation threw here (json-rules-engine would reject the whole run). */
       error?: string;
-    };
+    });
 
 /** The verdict of a condition tree: `error` where json-rules-engine's run would reject. */
 export type ConditionVerdict = boolean | 'error';

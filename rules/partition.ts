@@ -86,6 +86,8 @@ export interface Buffered {
   readonly seq: number;
   readonly id: string | undefined;
   readonly event: Readonly<Record<string, unknown>>;
+  /** Whether the event holds a hostile object, as parsing found: operators need not look again. */
+  readonly hostile: boolean;
   readonly ruleSet: RuleSet;
   readonly hits: readonly Hit[];
 }
@@ -379,7 +381,7 @@ function onEvent(
     }
   }
   if (hits !== undefined) {
-    const b: Buffered = { ts, seq: rec.seq, id, event, ruleSet: rs, hits };
+    const b: Buffered = { ts, seq: rec.seq, id, event, hostile, ruleSet: rs, hits };
     st.buffer.push(b);
     tag(st, b);
   }
@@ -442,6 +444,7 @@ function applyHit(st: PartitionState, b: Buffered, ref: EventRef, hit: Hit, h: O
     ref,
     key: hit.key,
     models: b.ruleSet.models,
+    hostile: b.hostile,
     trigger: hit.trigger,
     expected: hit.expected,
   };

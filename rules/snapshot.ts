@@ -7,6 +7,7 @@ import {
 } from './cep/threshold.js';
 import { refsFromArray, refsToArray, type SequenceState } from './cep/sequence.js';
 import type { EventRef } from './types.js';
+import { hasHostileObject } from './compile-condition.js';
 import { SnapshotError } from './errors.js';
 import {
   createPartition,
@@ -351,6 +352,7 @@ function restoreMeta(
       seq,
       id: id ?? undefined,
       event: event as Record<string, unknown>,
+      hostile: hasHostileObject(event),
       ruleSet: rs,
       hits: restored,
     };

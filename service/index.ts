@@ -44,4 +44,5 @@ export {
   tickSubject,
 } from './subjects.js';
 export { ActivationLog, type Activation } from './activation-log.js';
+export { stopOnSignals } from './stop-on-signals.js';
 export { assignPartitions, WorkerPool, type Logger } from './worker-pool.js';

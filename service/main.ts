@@ -4,24 +4,11 @@
  */
 import { resolveOptions } from './config.js';
 import { startService } from './service.js';
+import { stopOnSignals } from './stop-on-signals.js';
 
 const options = resolveOptions();
 const service = await startService(options);
 console.log(
   `[vigil] HTTP on ${service.url} (/healthz, /readyz, /metrics); ${options.workers} workers, ${options.partitions} partitions`,
 );
-let stopping = false;
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.on(signal, () => {
-    if (stopping) return;
-    stopping = true;
-    console.log(`[vigil] ${signal}: stopping`);
-    service.stop().then(
-      () => process.exit(0),
-      (err: unknown) => {
-        console.error(err);
-        process.exit(1);
-      },
-    );
-  });
-}
+stopOnSignals(() => service.stop());

@@ -16,6 +16,8 @@ export interface OperatorEvent {
   readonly ref: EventRef;
   readonly key: string;
   readonly models: ModelRegistry;
+  /** The event holds a hostile object (found when it was parsed; see `hasHostileObject`). */
+  readonly hostile: boolean;
   /** The event passed the rule's `on` and `when` (for absence: it is a trigger). */
   readonly trigger: boolean;
   /** Absence only: the event is one the rule expects (`expect.on` and `expect.when`). */

@@ -58,7 +58,7 @@ function stepMatches(
 ): boolean {
   if (step.types !== undefined && !step.types.has(e.event.type as string)) return false;
   if (step.when === undefined) return true;
-  const ctx = evalContext(e.event, e.models);
+  const ctx = evalContext(e.event, e.models, e.hostile);
   ctx.steps = kept;
   try {
     return step.when(ctx);

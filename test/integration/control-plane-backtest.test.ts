@@ -1,21 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  resolveControlPlaneOptions,
-  startVigil,
-  type RunningVigil,
-} from '../../control-plane/index.js';
+import type { RunningVigil } from '../../control-plane/index.js';
 import type { Alert } from '../../rules/index.js';
-import { resolveOptions } from '../../service/index.js';
 import { prng } from '../prng.js';
-import { apiClient, testTokens } from './control-plane-client.js';
-import {
-  activated,
-  drained,
-  eventually,
-  readStream,
-  startTestServers,
-  type TestServers,
-} from './servers.js';
+import { alertsIn, apiClient, startTestVigil, testTokens } from './control-plane-client.js';
+import { activated, drained, eventually, startTestServers, type TestServers } from './servers.js';
 
 const P = 3;
 const tokens = testTokens();
@@ -38,34 +26,16 @@ const burst = {
   alert: { severity: 'medium' },
 };
 
-async function liveAlerts(): Promise<Alert[]> {
-  return (await readStream(servers, 'ALERTS')).map(
-    (m) => JSON.parse(new TextDecoder().decode(m.data)) as Alert,
-  );
-}
+const liveAlerts = (): Promise<Alert[]> => alertsIn(servers);
 
 beforeAll(async () => {
   servers = await startTestServers({ partitions: P });
-  const options = resolveOptions(
-    {
-      natsUrl: servers.nats.url,
-      checkpointIntervalMs: 0,
-      httpPort: 0,
-      workers: 2,
-      partitions: P,
-      outOfOrderMs: 50,
-      tickIntervalMs: 0,
-    },
-    {},
-  );
-  vigil = await startVigil(
-    options,
-    resolveControlPlaneOptions(options, { tokens: Object.values(tokens) }, {}),
-    (level, m) => {
-      if (level !== 'info') console.log(`[vigil ${level}] ${m}`);
-    },
-  );
-  await vigil.service.whenReady();
+  vigil = await startTestVigil(servers, Object.values(tokens), {
+    workers: 2,
+    partitions: P,
+    outOfOrderMs: 50,
+    tickIntervalMs: 0,
+  });
   api = apiClient(`${vigil.url}/v1`);
   // A log with changes in the middle: rules created, tightened, paused, resumed, among events.
   const rnd = prng(5);

@@ -4,14 +4,9 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  resolveControlPlaneOptions,
-  startVigil,
-  type RunningVigil,
-} from '../../control-plane/index.js';
+import type { RunningVigil } from '../../control-plane/index.js';
 import { runCli } from '../../control-plane/cli.js';
-import { resolveOptions } from '../../service/index.js';
-import { testTokens } from './control-plane-client.js';
+import { startTestVigil, testTokens } from './control-plane-client.js';
 import { activated, startTestServers, type TestServers } from './servers.js';
 
 const P = 2;
@@ -47,26 +42,12 @@ const rule = (id: string, value: number, severity = 'high') => ({
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'vigil-cli-'));
   servers = await startTestServers({ partitions: P });
-  const options = resolveOptions(
-    {
-      natsUrl: servers.nats.url,
-      checkpointIntervalMs: 0,
-      httpPort: 0,
-      workers: 1,
-      partitions: P,
-      outOfOrderMs: 0,
-      tickIntervalMs: 0,
-    },
-    {},
-  );
-  vigil = await startVigil(
-    options,
-    resolveControlPlaneOptions(options, { tokens: Object.values(tokens) }, {}),
-    (level, m) => {
-      if (level !== 'info') console.log(`[vigil ${level}] ${m}`);
-    },
-  );
-  await vigil.service.whenReady();
+  vigil = await startTestVigil(servers, Object.values(tokens), {
+    workers: 1,
+    partitions: P,
+    outOfOrderMs: 0,
+    tickIntervalMs: 0,
+  });
   mkdirSync(join(dir, 'rules'));
   writeFileSync(join(dir, 'rules', 'a.json'), JSON.stringify(rule('cli-a', 100)));
   writeFileSync(join(dir, 'rules', 'b.json'), JSON.stringify([rule('cli-b', 200, 'low')]));

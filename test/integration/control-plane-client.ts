@@ -1,5 +1,13 @@
 import { randomBytes } from 'node:crypto';
-import type { ApiToken } from '../../control-plane/index.js';
+import {
+  resolveControlPlaneOptions,
+  startVigil,
+  type ApiToken,
+  type RunningVigil,
+} from '../../control-plane/index.js';
+import type { Alert } from '../../rules/index.js';
+import { resolveOptions, type VigilOptions } from '../../service/index.js';
+import { readStream, type TestServers } from './servers.js';
 
 /** Three tokens, one per role, with random secrets. */
 export function testTokens(): { read: ApiToken; write: ApiToken; admin: ApiToken } {
@@ -42,4 +50,36 @@ export function apiClient(base: string) {
     }
     return { status: res.status, headers: res.headers, body: parsed };
   };
+}
+
+/**
+ * The service with its REST API on the test servers, without checkpoints, on a free port, with
+ * `tokens`; `service` and `api` settings override those. Resolves once the service is ready.
+ */
+export async function startTestVigil(
+  servers: TestServers,
+  tokens: readonly ApiToken[],
+  service: Partial<VigilOptions>,
+  api: Record<string, unknown> = {},
+): Promise<RunningVigil> {
+  const options = resolveOptions(
+    { natsUrl: servers.nats.url, checkpointIntervalMs: 0, httpPort: 0, ...service },
+    {},
+  );
+  const vigil = await startVigil(
+    options,
+    resolveControlPlaneOptions(options, { tokens, ...api }, {}),
+    (level, m) => {
+      if (level !== 'info') console.log(`[vigil ${level}] ${m}`);
+    },
+  );
+  await vigil.service.whenReady();
+  return vigil;
+}
+
+/** Every alert in `ALERTS`, in stream order. */
+export async function alertsIn(servers: TestServers): Promise<Alert[]> {
+  return (await readStream(servers, 'ALERTS')).map(
+    (m) => JSON.parse(new TextDecoder().decode(m.data)) as Alert,
+  );
 }

@@ -4,12 +4,10 @@ import {
   OPENAPI,
   resolveControlPlaneOptions,
   SECURITY_HEADERS,
-  startVigil,
   type RunningVigil,
 } from '../../control-plane/index.js';
 import { DEFAULT_LIMITS, type Alert } from '../../rules/index.js';
-import { resolveOptions } from '../../service/index.js';
-import { apiClient, testTokens } from './control-plane-client.js';
+import { alertsIn, apiClient, startTestVigil, testTokens } from './control-plane-client.js';
 import {
   activated,
   drained,
@@ -35,11 +33,7 @@ const bigRule = (value: number) => ({
   alert: { severity: 'high', title: 'big payment on {{card}}' },
 });
 
-async function alerts(): Promise<Alert[]> {
-  return (await readStream(servers, 'ALERTS')).map(
-    (m) => JSON.parse(new TextDecoder().decode(m.data)) as Alert,
-  );
-}
+const alerts = (): Promise<Alert[]> => alertsIn(servers);
 
 async function controlMessages(): Promise<Record<string, unknown>[]> {
   return (await readStream(servers, 'CONTROL')).map(
@@ -49,27 +43,12 @@ async function controlMessages(): Promise<Record<string, unknown>[]> {
 
 beforeAll(async () => {
   servers = await startTestServers({ partitions: P });
-  const options = resolveOptions(
-    {
-      natsUrl: servers.nats.url,
-      checkpointIntervalMs: 0,
-      httpPort: 0,
-      workers: 2,
-      partitions: P,
-      outOfOrderMs: 0,
-      tickIntervalMs: 200,
-    },
-    {},
+  vigil = await startTestVigil(
+    servers,
+    [tokens.read, tokens.write, tokens.admin],
+    { workers: 2, partitions: P, outOfOrderMs: 0, tickIntervalMs: 200 },
+    { maxModelBytes: 64 * 1024 },
   );
-  const apiOptions = resolveControlPlaneOptions(
-    options,
-    { tokens: [tokens.read, tokens.write, tokens.admin], maxModelBytes: 64 * 1024 },
-    {},
-  );
-  vigil = await startVigil(options, apiOptions, (level, m) => {
-    if (level !== 'info') console.log(`[vigil ${level}] ${m}`);
-  });
-  await vigil.service.whenReady();
   api = apiClient(`${vigil.url}/v1`);
 });
 

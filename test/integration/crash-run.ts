@@ -52,6 +52,15 @@ export const CRASH_RULES = [
   },
 ];
 
+/** A change to the first rule that keeps its state (a tighter threshold), published mid-run. */
+export const TIGHTEN_BIG = JSON.stringify({
+  op: 'upsert-rule',
+  rule: {
+    ...CRASH_RULES[0],
+    when: { all: [{ fact: 'amount', operator: 'greaterThan', value: 50 }] },
+  },
+});
+
 export interface CrashRunResult {
   readonly seed: number;
   readonly trials: number;
@@ -110,16 +119,7 @@ export async function crashRun(
       );
     const flowing = publish(150 + Math.floor(random() * 150));
     if (trial === Math.floor(opts.trials / 3))
-      await servers.js.publish(
-        'vigil.control',
-        JSON.stringify({
-          op: 'upsert-rule',
-          rule: {
-            ...CRASH_RULES[0],
-            when: { all: [{ fact: 'amount', operator: 'greaterThan', value: 50 }] },
-          },
-        }),
-      );
+      await servers.js.publish('vigil.control', TIGHTEN_BIG);
     await new Promise((r) => setTimeout(r, 50 + Math.floor(random() * 400)));
     await svc.kill('SIGKILL');
     await flowing;

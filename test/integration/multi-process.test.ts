@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { Alert } from '../../rules/index.js';
 import { prng } from '../prng.js';
 import { partitionOf } from '../../service/index.js';
-import { CRASH_RULES } from './crash-run.js';
+import { CRASH_RULES, TIGHTEN_BIG } from './crash-run.js';
 import { partitionHeads, referenceAlertIds } from './reference.js';
 import {
   eventually,
@@ -154,16 +154,7 @@ describe('ownership across processes: leases with fencing tokens', () => {
     await b.kill('SIGKILL');
     const survivors = [a, c];
     // A change while b's partitions have no owner: their new owners must write its marker.
-    await s.js.publish(
-      'vigil.control',
-      JSON.stringify({
-        op: 'upsert-rule',
-        rule: {
-          ...CRASH_RULES[0],
-          when: { all: [{ fact: 'amount', operator: 'greaterThan', value: 50 }] },
-        },
-      }),
-    );
+    await s.js.publish('vigil.control', TIGHTEN_BIG);
     await eventually(
       async () =>
         (await Promise.all(survivors.map(holding))).flatMap((h) => h.running).length === P,

@@ -1,27 +1,17 @@
 import fc from 'fast-check';
-import { Engine } from 'json-rules-engine';
 import { describe, expect, it } from 'vitest';
 import {
   compileRule,
   explainCondition,
   explainRule,
-  lookupFact,
   type ExplainedCondition,
 } from '../../rules/index.js';
-import { jreVerdict } from './jre-reference.js';
+import { jreEngine, jreVerdict } from './jre-reference.js';
 import { factsArb, models, topArb, validate } from './condition-arbitraries.js';
 
 /** json-rules-engine's result tree (`RuleResult.toJSON`), or 'error' when its run rejects. */
 async function jreTree(conditions: unknown, facts: Record<string, unknown>): Promise<unknown> {
-  const engine = new Engine([], { allowUndefinedFacts: true });
-  for (const [id, m] of models) {
-    if (m.kind === 'scorer') engine.addFact(`model:${id}`, () => m.score(facts));
-    else
-      engine.addFact(`list:${id}`, (params: Record<string, unknown>) =>
-        lookupFact(m, facts, typeof params?.key === 'string' ? params.key : undefined),
-      );
-  }
-  engine.addRule({ conditions: structuredClone(conditions) as never, event: { type: 'fired' } });
+  const engine = jreEngine(conditions, facts, models);
   try {
     const { results, failureResults } = await engine.run(facts);
     const r = (results[0] ?? failureResults[0]) as unknown as {

@@ -5,15 +5,15 @@ import { lookupFact, type CompiledModel } from '../../rules/index.js';
 export type Verdict = true | false | 'error';
 
 /**
- * Runs one condition tree through json-rules-engine 7.x, the reference for Vigil's semantics:
- * missing facts are undefined (`allowUndefinedFacts`), models and lookups are dynamic facts.
- * One Engine per run: an Engine must not run two evaluations at once.
+ * A json-rules-engine 7.x Engine holding one rule with `conditions`, set up as the reference for
+ * Vigil's semantics: missing facts are undefined (`allowUndefinedFacts`), models and lookups are
+ * dynamic facts. One Engine per run: an Engine must not run two evaluations at once.
  */
-export async function jreVerdict(
+export function jreEngine(
   conditions: unknown,
   facts: Record<string, unknown>,
   models: ReadonlyMap<string, CompiledModel> = new Map(),
-): Promise<Verdict> {
+): Engine {
   const engine = new Engine([], { allowUndefinedFacts: true });
   for (const [id, m] of models) {
     if (m.kind === 'scorer') engine.addFact(`model:${id}`, () => m.score(facts));
@@ -23,6 +23,16 @@ export async function jreVerdict(
       );
   }
   engine.addRule({ conditions: structuredClone(conditions) as never, event: { type: 'fired' } });
+  return engine;
+}
+
+/** Runs one condition tree through json-rules-engine (see {@link jreEngine}). */
+export async function jreVerdict(
+  conditions: unknown,
+  facts: Record<string, unknown>,
+  models: ReadonlyMap<string, CompiledModel> = new Map(),
+): Promise<Verdict> {
+  const engine = jreEngine(conditions, facts, models);
   try {
     const { events } = await engine.run(facts);
     return events.length === 1;
