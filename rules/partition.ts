@@ -1,6 +1,12 @@
 import { absenceEvent, absenceIdle, absenceTimer } from './cep/absence.js';
 import { Heap } from './cep/heap.js';
-import type { AlertDraft, KeyState, OperatorEvent, OperatorHost } from './cep/host.js';
+import {
+  newKeyState,
+  type AlertDraft,
+  type KeyState,
+  type OperatorEvent,
+  type OperatorHost,
+} from './cep/host.js';
 import { sequenceEvent, sequenceIdle, sequenceTimer } from './cep/sequence.js';
 import { thresholdEvent, thresholdIdle, thresholdTimer } from './cep/threshold.js';
 import { alertId } from './alert.js';
@@ -193,7 +199,7 @@ function keyState(st: PartitionState, rule: CompiledRule, key: string): KeyState
   if (byLineage === undefined) st.states.set(key, (byLineage = new Map()));
   let ks = byLineage.get(rule.sid);
   if (ks === undefined) {
-    byLineage.set(rule.sid, (ks = {}));
+    byLineage.set(rule.sid, (ks = newKeyState()));
     st.lineageKeys.set(rule.sid, (st.lineageKeys.get(rule.sid) ?? 0) + 1);
   }
   // Whoever asks for a key's state may change it.
@@ -367,7 +373,7 @@ function onEvent(
     if (trigger) out.matched.push(rule.id);
     if (rule.pattern === undefined) {
       if (!trigger) continue;
-      const ks = rule.suppressForMs > 0 ? keyState(st, rule, key) : {};
+      const ks = rule.suppressForMs > 0 ? keyState(st, rule, key) : newKeyState();
       h.alert(rule, ks, {
         key,
         ts,

@@ -1,4 +1,4 @@
-import type { KeyState } from './cep/host.js';
+import { newKeyState, type KeyState } from './cep/host.js';
 import {
   NO_ENTRIES,
   rebuildFront,
@@ -217,11 +217,7 @@ function numberList(a: readonly unknown[], from: number, minus: number): string 
 }
 
 function keyStateFromJSON(sup: number | null, op: unknown): KeyState {
-  const ks: KeyState = {};
-  if (sup !== null) ks.sup = sup;
-  const restored = opFromJSON(op);
-  if (restored !== undefined) ks.op = restored;
-  return ks;
+  return newKeyState(sup ?? undefined, opFromJSON(op));
 }
 
 /** Puts one key's states (all its lineages) into a partition being restored. */

@@ -6,8 +6,16 @@ import type { EventRef } from '../types.js';
 /** Keyed state of one rule (lineage) and one key. `op` belongs to the rule's pattern operator. */
 export interface KeyState {
   /** Event time of the last alert emitted, for `alert.suppressFor`. */
-  sup?: number;
-  op?: unknown;
+  sup: number | undefined;
+  op: unknown;
+}
+
+/**
+ * A key state with both fields in place from the start: V8 gives an empty literal room for four
+ * properties, and a partition holds millions of these (40 bytes each instead of 56).
+ */
+export function newKeyState(sup: number | undefined = undefined, op: unknown = undefined): KeyState {
+  return { sup, op };
 }
 
 /** One event as an operator sees it, after the rule's type and `when` filters. */
