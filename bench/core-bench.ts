@@ -75,6 +75,8 @@ let invalid = 0;
 let checkpointSeconds = 0;
 let checkpointFields = 0;
 let checkpointBytes = 0;
+let checkpointMetaBytes = 0;
+let checkpoints = 0;
 for (let pass = 0; pass < PASSES; pass++) {
   gc();
   const heapBefore = process.memoryUsage().heapUsed;
@@ -83,6 +85,8 @@ for (let pass = 0; pass < PASSES; pass++) {
   let cpSeconds = 0;
   let cpFields = 0;
   let cpBytes = 0;
+  let cpMetaBytes = 0;
+  let cpCount = 0;
   const start = performance.now();
   for (let i = 0; i < records.length; i++) {
     const out = processRecord(st, records[i] as PartitionRecord);
@@ -95,6 +99,8 @@ for (let pass = 0; pass < PASSES; pass++) {
       cpSeconds += (performance.now() - t) / 1000;
       cpFields += parts.upserts.length + parts.deletes.length;
       for (const [f, v] of parts.upserts) cpBytes += f.length + v.length;
+      cpMetaBytes += parts.meta.length;
+      cpCount++;
     }
   }
   const seconds = (performance.now() - start) / 1000;
@@ -107,6 +113,8 @@ for (let pass = 0; pass < PASSES; pass++) {
   checkpointSeconds = cpSeconds;
   checkpointFields = cpFields;
   checkpointBytes = cpBytes;
+  checkpointMetaBytes = cpMetaBytes;
+  checkpoints = cpCount;
   alerts = a;
   passes.push(EVENTS / seconds);
   console.log(
@@ -138,6 +146,10 @@ console.log(
           checkpointMicrosPerField:
             Math.round((checkpointSeconds / Math.max(1, checkpointFields)) * 1e8) / 100,
           checkpointBytesPerField: Math.round(checkpointBytes / Math.max(1, checkpointFields)),
+          checkpointMetaBytesPerCheckpoint: Math.round(
+            checkpointMetaBytes / Math.max(1, checkpoints),
+          ),
+          checkpointKeyBytesPerCheckpoint: Math.round(checkpointBytes / Math.max(1, checkpoints)),
         }
       : {}),
   }),

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { DeliverPolicy, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import { emptyRuleSet, type Alert, type RuleLimits, type RuleSet } from '../rules/index.js';
-import { MARKER_KEY, Streams } from '../service/index.js';
+import { MARKER_KEY, storedAtMs, Streams } from '../service/index.js';
 import { foldVersions, Replay, type ReplayMessage } from './replay.js';
 
 /** Which part of `EVENTS` to replay: by sequence or by store time (inclusive bounds). */
@@ -146,7 +146,7 @@ export async function runBacktest(
     let first = true;
     for await (const m of events) {
       if (signal.aborted) throw new Error('cancelled');
-      const storedAt = Number(m.info.timestampNanos / 1_000_000);
+      const storedAt = storedAtMs(m.info);
       if (first) {
         first = false;
         fromSeq = m.seq;

@@ -23,6 +23,8 @@ export interface ParsedEvent {
   readonly id: string | undefined;
   /** The event holds a hostile object (see `hasHostileObject`): conditions are evaluated exhaustively. */
   readonly hostile: boolean;
+  /** The JSON text parsed, when the payload was text or bytes (undefined for an object). */
+  readonly text: string | undefined;
 }
 
 export type ParseEventResult =
@@ -88,6 +90,7 @@ function checkValue(v: unknown, depth: number): InvalidReason | undefined {
  */
 export function parseEvent(data: unknown, publishTs: number, limits: RuleLimits): ParseEventResult {
   let obj: unknown = data;
+  let text: string | undefined;
   if (typeof data === 'string' || data instanceof Uint8Array) {
     const size =
       typeof data === 'string'
@@ -101,7 +104,8 @@ export function parseEvent(data: unknown, publishTs: number, limits: RuleLimits)
         `event is ${size} bytes, over the limit of ${limits.maxEventBytes}`,
       );
     try {
-      obj = JSON.parse(typeof data === 'string' ? data : decoder.decode(data));
+      text = typeof data === 'string' ? data : decoder.decode(data);
+      obj = JSON.parse(text);
     } catch (e) {
       return fail(InvalidReason.notJson, `event is not JSON: ${(e as Error).message}`);
     }
@@ -154,5 +158,5 @@ export function parseEvent(data: unknown, publishTs: number, limits: RuleLimits)
   const rawId = event.id;
   const id =
     typeof rawId === 'string' ? rawId : typeof rawId === 'number' ? String(rawId) : undefined;
-  return { ok: true, event, type, ts, id, hostile };
+  return { ok: true, event, type, ts, id, hostile, text };
 }

@@ -10,13 +10,15 @@ import {
 import { sequenceEvent, sequenceIdle, sequenceTimer } from './cep/sequence.js';
 import { thresholdEvent, thresholdIdle, thresholdTimer } from './cep/threshold.js';
 import { alertId } from './alert.js';
-import { evalContext, type EvalContext } from './compile-condition.js';
 import type { CompiledRule } from './compile-rule.js';
 import { RuleEvaluationError } from './errors.js';
 import { parseEvent, type InvalidReason } from './event.js';
 import { DEFAULT_LIMITS, type RuleLimits } from './limits.js';
 import type { RuleSet } from './rule-set.js';
 import type { Alert, EventRef } from './types.js';
+import { EXPECTED, keyOf, LazyContext, ruleVerdict, TRIGGER, type Hit } from './verdict.js';
+
+export type { Hit } from './verdict.js';
 
 /** One record of a partition's log, in log order. */
 export type PartitionRecord =
@@ -79,19 +81,18 @@ export interface ProcessResult {
   applied: number | undefined;
 }
 
-/** A rule a buffered event must still meet, decided at arrival under the rule set then in force. */
-export interface Hit {
-  readonly rule: CompiledRule;
-  readonly key: string;
-  readonly trigger: boolean;
-  readonly expected: boolean;
-}
-
 export interface Buffered {
   readonly ts: number;
   readonly seq: number;
   readonly id: string | undefined;
+  /**
+   * The record's key (its subject's), which rules without a `key` field judge the event under;
+   * undefined for an event restored from a v2 checkpoint, which stored its hits instead.
+   */
+  readonly key: string | undefined;
   readonly event: Readonly<Record<string, unknown>>;
+  /** The JSON text the event was parsed from, if it came as text or bytes: checkpoints store it as it is. */
+  readonly text: string | undefined;
   /** Whether the event holds a hostile object, as parsing found: operators need not look again. */
   readonly hostile: boolean;
   readonly ruleSet: RuleSet;
@@ -178,20 +179,6 @@ function newResult(): ProcessResult {
     suppressed: 0,
     applied: undefined,
   };
-}
-
-function keyOf(
-  rule: CompiledRule,
-  event: Readonly<Record<string, unknown>>,
-  partitionKey: string,
-): string | undefined {
-  if (rule.keyField === undefined) return partitionKey;
-  const v = Object.hasOwn(event, rule.keyField) ? event[rule.keyField] : undefined;
-  return typeof v === 'string'
-    ? v
-    : typeof v === 'number' && Number.isFinite(v)
-      ? String(v)
-      : undefined;
 }
 
 function keyState(st: PartitionState, rule: CompiledRule, key: string): KeyState {
@@ -345,22 +332,14 @@ function onEvent(
   const ref: EventRef = Object.freeze(
     id === undefined ? { seq: rec.seq, ts } : { seq: rec.seq, id, ts },
   );
-  let ctx: EvalContext | undefined;
+  const lc = new LazyContext(event, rs, hostile);
   let hits: Hit[] | undefined;
   for (const rule of rs.rulesFor(type)) {
     const key = keyOf(rule, event, rec.key);
     if (key === undefined) continue;
-    let trigger = rule.triggeredByIndex || rule.types === undefined || rule.types.has(type);
-    let expected = false;
+    let v: number;
     try {
-      if (trigger && rule.when !== undefined)
-        trigger = rule.when((ctx ??= evalContext(event, rs.models, hostile)));
-      const p = rule.pattern;
-      if (p?.kind === 'absence' && (p.expectAny || p.expectTypes.has(type))) {
-        expected =
-          p.expectWhen === undefined ||
-          p.expectWhen((ctx ??= evalContext(event, rs.models, hostile)));
-      }
+      v = ruleVerdict(rule, type, lc);
     } catch (err) {
       out.errors.push({
         seq: rec.seq,
@@ -370,6 +349,7 @@ function onEvent(
       });
       continue;
     }
+    const trigger = (v & TRIGGER) !== 0;
     if (trigger) out.matched.push(rule.id);
     if (rule.pattern === undefined) {
       if (!trigger) continue;
@@ -382,12 +362,22 @@ function onEvent(
         idParts: `e|${rec.seq}`,
         fields: event,
       });
-    } else if (trigger || expected) {
-      (hits ??= []).push({ rule, key, trigger, expected });
+    } else if (v !== 0) {
+      (hits ??= []).push({ rule, key, trigger, expected: (v & EXPECTED) !== 0 });
     }
   }
   if (hits !== undefined) {
-    const b: Buffered = { ts, seq: rec.seq, id, event, hostile, ruleSet: rs, hits };
+    const b: Buffered = {
+      ts,
+      seq: rec.seq,
+      id,
+      key: rec.key,
+      event,
+      text: parsed.text,
+      hostile,
+      ruleSet: rs,
+      hits,
+    };
     st.buffer.push(b);
     tag(st, b);
   }

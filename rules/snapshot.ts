@@ -12,32 +12,40 @@ import { SnapshotError } from './errors.js';
 import {
   createPartition,
   tag,
+  type Buffered,
   type Hit,
   type PartitionOptions,
   type PartitionState,
 } from './partition.js';
 import type { RuleSet } from './rule-set.js';
+import { bufferedHits } from './verdict.js';
 
+// v3: buffered events as their JSON text with their record key (hits are recomputed at restore);
+// checkpoint fields with window timestamps from a base and empty parts left out.
 // v2: keyed state grouped by key (one checkpoint field per key), no longer by lineage.
-const FORMAT = 'vigil.partition.v2';
-/** The previous format (state by lineage, one field per rule and key): still restored, see {@link restoreV1Fields}. */
+const FORMAT = 'vigil.partition.v3';
+/** v2 metas and fields are restored as they are (see {@link restoreKey}, {@link restoreMeta}). */
+const FORMAT_V2 = 'vigil.partition.v2';
+/** State by lineage, one field per rule and key: still restored, see {@link restoreV1Fields}. */
 const FORMAT_V1 = 'vigil.partition.v1';
 
 /** One lineage's state of a key. */
 type LineageStateJSON = [lineage: string, sup: number | null, op: unknown];
+type HitJSON = [ruleId: string, key: string, trigger: 0 | 1, expected: 0 | 1];
+/** v3: the record key (hits are recomputed); v2, or v3 for an event restored from v2: the hits. */
 type BufferedJSON = [
   ts: number,
   seq: number,
   id: string | null,
   event: unknown,
   controlSeq: number,
-  hits: [ruleId: string, key: string, trigger: 0 | 1, expected: 0 | 1][],
+  keyOrHits: string | HitJSON[],
 ];
 type TimerJSON = [time: number, n: number, ruleId: string, epoch: number, key: string];
 
 /** Everything of a partition but its keyed state. */
 interface MetaJSON {
-  format: typeof FORMAT | typeof FORMAT_V1;
+  format: typeof FORMAT | typeof FORMAT_V2 | typeof FORMAT_V1;
   partition: number;
   offset: number;
   maxTs: number | null;
@@ -81,25 +89,31 @@ function opToJSON(op: unknown): unknown {
 /** Restored empty arrays share {@link NO_ENTRIES}, as new windows do. */
 const orNone = <T>(a: T[]): T[] => (a.length === 0 ? NO_ENTRIES : a);
 
-function opFromJSON(op: unknown): unknown {
+/**
+ * A keyed state's operator state from its JSON. Sliding windows: v2 writes every part and absolute
+ * timestamps; v3 fields leave empty parts out and write timestamps as offsets from `base`.
+ */
+function opFromJSON(op: unknown, base: number): unknown {
   const s = op as Record<string, unknown> | null | undefined;
   if (s === null || s === undefined) return undefined;
   if (s.k === 's') {
     const t = s.t as number[];
-    const v = orNone(s.v as unknown[]);
+    if (base !== 0) for (let i = 0; i < t.length; i++) t[i] = (t[i] as number) + base;
+    const v = orNone((s.v ?? NO_ENTRIES) as unknown[]);
+    const d = (s.d ?? null) as [string, number][] | null;
     const state: SlidingState = {
       k: 's',
       h: 0,
-      t,
+      t: orNone(t),
       v,
       sums: s.sums === true,
-      f: s.f as number,
+      f: (s.f as number | undefined) ?? 0,
       fs: NO_ENTRIES,
       fs0: 0,
       bs: 0,
-      mn: orNone(s.mn as number[]),
-      mx: orNone(s.mx as number[]),
-      d: s.d === null ? undefined : new Map(s.d as [string, number][]),
+      mn: orNone((s.mn ?? NO_ENTRIES) as number[]),
+      mx: orNone((s.mx ?? NO_ENTRIES) as number[]),
+      d: d === null ? undefined : new Map(d),
     };
     if (state.sums) {
       // Front suffix sums over [0, f), then the back sum over [f, end) in push order.
@@ -130,27 +144,46 @@ function opFromJSON(op: unknown): unknown {
 
 const num = (x: number): number | null => (Number.isFinite(x) ? x : null);
 
-function metaJSON(st: PartitionState): MetaJSON {
-  return {
+/**
+ * Everything of a partition but its keyed state, as JSON text (written whole at every checkpoint).
+ * A buffered event is written as the text it was parsed from, without its hits: a partition
+ * buffers a second or so of events, and stringifying them with their hits was most of a
+ * checkpoint's cost.
+ */
+function metaText(st: PartitionState, canonical: boolean): string {
+  const head = JSON.stringify({
     format: FORMAT,
     partition: st.partition,
     offset: st.offset,
     maxTs: num(st.maxTs),
     watermark: num(st.watermark),
     controlSeq: st.ruleSet.controlSeq,
-    buffer: st.buffer
-      .sorted()
-      .map((b) => [
-        b.ts,
-        b.seq,
-        b.id ?? null,
-        b.event,
-        b.ruleSet.controlSeq,
-        b.hits.map((x) => [x.rule.id, x.key, x.trigger ? 1 : 0, x.expected ? 1 : 0]),
-      ]),
-    timers: st.timers.sorted().map((t) => [t.time, t.n, t.ruleId, t.epoch, t.key]),
+    timers: st.timers.sorted().map((t): TimerJSON => [t.time, t.n, t.ruleId, t.epoch, t.key]),
     timerN: st.timerN,
-  };
+  });
+  let buffer = '[';
+  for (const b of st.buffer.sorted()) {
+    // A snapshot writes the hits (restored from v2, an event's record key is not known).
+    const keyOrHits: BufferedJSON[5] =
+      (canonical ? undefined : b.key) ??
+      b.hits.map((x): HitJSON => [x.rule.id, x.key, x.trigger ? 1 : 0, x.expected ? 1 : 0]);
+    buffer +=
+      (buffer.length > 1 ? ',[' : '[') +
+      b.ts +
+      ',' +
+      b.seq +
+      ',' +
+      JSON.stringify(b.id ?? null) +
+      ',' +
+      // A snapshot is canonical (equal states, equal bytes); a restored event has no text.
+      ((canonical ? undefined : b.text) ?? JSON.stringify(b.event)) +
+      ',' +
+      b.ruleSet.controlSeq +
+      ',' +
+      JSON.stringify(keyOrHits) +
+      ']';
+  }
+  return head.slice(0, -1) + ',"buffer":' + buffer + ']}';
 }
 
 function keyStatesJSON(byLineage: ReadonlyMap<string, KeyState>): LineageStateJSON[] {
@@ -160,49 +193,55 @@ function keyStatesJSON(byLineage: ReadonlyMap<string, KeyState>): LineageStateJS
 }
 
 /**
- * {@link keyStatesJSON} as JSON text, written directly: the same text `JSON.stringify` gives
- * (restore parses it with `JSON.parse`), without building the intermediate objects and slices.
- * Checkpoints write one of these per changed key, so this is most of their cost.
+ * The first timestamp of the key's sliding windows: v3 fields store window timestamps as offsets
+ * from it, a few digits instead of thirteen. 0 (absolute timestamps) unless every one is a safe
+ * integer, so that `base + (t - base)` gives `t` back exactly.
+ */
+function fieldBase(byLineage: ReadonlyMap<string, KeyState>): number {
+  let base: number | undefined;
+  for (const ks of byLineage.values()) {
+    const s = ks.op as SlidingState | undefined;
+    if (s?.k !== 's') continue;
+    for (let i = s.h; i < s.t.length; i++) {
+      const t = s.t[i];
+      if (!Number.isSafeInteger(t)) return 0;
+      base ??= t;
+    }
+  }
+  return base ?? 0;
+}
+
+/**
+ * One key's states as checkpoint field text, format v3: `[base, [lineage, sup, state], …]`.
+ * Sliding windows are written compacted (head at 0), their timestamps as offsets from `base`,
+ * and leave out what is empty (values of `count`, deques, distinct map, `f` at 0, `sums` when
+ * false). Most keys hold windows of one entry, and that is most of their size; checkpoints
+ * write one of these per changed key, so this is most of their cost. Written directly, without
+ * building intermediate objects and slices; restore parses it with `JSON.parse`.
  */
 function encodeKeyStates(byLineage: ReadonlyMap<string, KeyState>): string {
-  let out = '[';
+  const base = fieldBase(byLineage);
+  let out = '[' + base;
   for (const [sid, ks] of byLineage) {
-    if (out.length > 1) out += ',';
     // Lineage ids are rule ids ([A-Za-z0-9_-]) and a sequence: nothing to escape.
-    out += '["' + sid + '",' + (ks.sup ?? 'null') + ',' + opText(ks.op) + ']';
+    out += ',["' + sid + '",' + (ks.sup ?? 'null') + ',' + opText(ks.op, base) + ']';
   }
   return out + ']';
 }
 
-function opText(op: unknown): string {
+function opText(op: unknown, base: number): string {
   if (op === undefined) return 'null';
   const s = op as SlidingState;
-  if (s.k === 's') {
-    const h = s.h;
-    const t = numberList(s.t, h, 0);
-    const v = numberList(s.v, h, 0);
-    const mn = numberList(s.mn, 0, h);
-    const mx = numberList(s.mx, 0, h);
-    if (t !== undefined && v !== undefined && mn !== undefined && mx !== undefined)
-      return (
-        '{"k":"s","sums":' +
-        s.sums +
-        ',"t":' +
-        t +
-        ',"v":' +
-        v +
-        ',"f":' +
-        Math.max(0, s.f - h) +
-        ',"mn":' +
-        mn +
-        ',"mx":' +
-        mx +
-        ',"d":' +
-        (s.d ? JSON.stringify([...s.d]) : 'null') +
-        '}'
-      );
-  }
-  return JSON.stringify(opToJSON(op)) ?? 'null';
+  if (s.k !== 's') return JSON.stringify(opToJSON(op)) ?? 'null';
+  const h = s.h;
+  let out = '{"k":"s","t":' + (numberList(s.t, h, base) as string);
+  if (s.sums) out += ',"sums":true';
+  if (s.v.length > h) out += ',"v":' + (numberList(s.v, h, 0) ?? JSON.stringify(s.v.slice(h)));
+  if (s.f > h) out += ',"f":' + (s.f - h);
+  if (s.mn.length > 0) out += ',"mn":' + (numberList(s.mn, 0, h) as string);
+  if (s.mx.length > 0) out += ',"mx":' + (numberList(s.mx, 0, h) as string);
+  if (s.d !== undefined && s.d.size > 0) out += ',"d":' + JSON.stringify([...s.d]);
+  return out + '}';
 }
 
 /** `JSON.stringify(a.slice(from).map((x) => x - minus))` for finite numbers; undefined for anything else. */
@@ -216,17 +255,27 @@ function numberList(a: readonly unknown[], from: number, minus: number): string 
   return out + ']';
 }
 
-function keyStateFromJSON(sup: number | null, op: unknown): KeyState {
-  return newKeyState(sup ?? undefined, opFromJSON(op));
-}
-
-/** Puts one key's states (all its lineages) into a partition being restored. */
-function restoreKey(st: PartitionState, key: string, lineages: readonly LineageStateJSON[]): void {
-  if (!Array.isArray(lineages) || lineages.length === 0)
+/**
+ * Puts one key's states (all its lineages) into a partition being restored, from a v3 field
+ * (`[base, [lineage, sup, state], …]`) or a v2 one (`[[lineage, sup, state], …]`).
+ */
+function restoreKey(
+  st: PartitionState,
+  key: string,
+  field: readonly (LineageStateJSON | number)[],
+): void {
+  const v3 = Array.isArray(field) && typeof field[0] === 'number';
+  const base = v3 ? (field[0] as number) : 0;
+  const from = v3 ? 1 : 0;
+  if (!Array.isArray(field) || field.length <= from)
     throw new SnapshotError(`keyed state of "${key}" is not a list of [lineage, sup, state]`);
   const byLineage = new Map<string, KeyState>();
-  for (const [sid, sup, op] of lineages) {
-    byLineage.set(sid, keyStateFromJSON(sup, op));
+  for (let i = from; i < field.length; i++) {
+    const lineage = field[i];
+    if (!Array.isArray(lineage))
+      throw new SnapshotError(`keyed state of "${key}" is not a list of [lineage, sup, state]`);
+    const [sid, sup, op] = lineage;
+    byLineage.set(sid, newKeyState(sup ?? undefined, opFromJSON(op, base)));
     st.lineageKeys.set(sid, (st.lineageKeys.get(sid) ?? 0) + 1);
   }
   st.states.set(key, byLineage);
@@ -241,17 +290,16 @@ const byFirst = <T extends readonly [string, ...unknown[]]>(a: T, b: T): number 
  * control sequence, and {@link restorePartition} asks for them by sequence.
  */
 export function snapshotPartition(st: PartitionState): Uint8Array {
-  const json: PartitionJSON = {
-    ...metaJSON(st),
-    // Canonical (sorted) order: equal states give equal bytes, whatever order keys were touched in.
-    states: [...st.states]
-      .map(([key, byLineage]): [string, LineageStateJSON[]] => [
-        key,
-        keyStatesJSON(byLineage).sort(byFirst),
-      ])
-      .sort(byFirst),
-  };
-  return new TextEncoder().encode(JSON.stringify(json));
+  // Canonical (sorted) order: equal states give equal bytes, whatever order keys were touched in.
+  const states = [...st.states]
+    .map(([key, byLineage]): [string, LineageStateJSON[]] => [
+      key,
+      keyStatesJSON(byLineage).sort(byFirst),
+    ])
+    .sort(byFirst);
+  return new TextEncoder().encode(
+    metaText(st, true).slice(0, -1) + ',"states":' + JSON.stringify(states) + '}',
+  );
 }
 
 /**
@@ -290,7 +338,7 @@ export function checkpointParts(st: PartitionState, full = false): CheckpointPar
   return {
     offset: st.offset,
     controlSeq: st.ruleSet.controlSeq,
-    meta: JSON.stringify(metaJSON(st)),
+    meta: metaText(st, false),
     upserts,
     deletes,
     full,
@@ -311,7 +359,7 @@ function restoreMeta(
   ruleSetAt: (controlSeq: number) => RuleSet | undefined,
   options: Omit<PartitionOptions, 'partition'>,
 ): PartitionState {
-  if (json?.format !== FORMAT && json?.format !== FORMAT_V1)
+  if (json?.format !== FORMAT && json?.format !== FORMAT_V2 && json?.format !== FORMAT_V1)
     throw new SnapshotError(
       `unknown partition snapshot format ${JSON.stringify(json?.format)}; expected ${FORMAT}`,
     );
@@ -333,24 +381,32 @@ function restoreMeta(
   st.maxTs = json.maxTs ?? -Infinity;
   st.watermark = json.watermark ?? -Infinity;
   st.timerN = json.timerN;
-  for (const [ts, seq, id, event, cs, hits] of json.buffer) {
+  for (const [ts, seq, id, e, cs, keyOrHits] of json.buffer) {
     const rs = at(cs);
-    const restored: Hit[] = hits.map(([ruleId, key, trigger, expected]) => {
-      const rule = rs.rules.get(ruleId);
-      if (rule === undefined)
-        throw new SnapshotError(
-          `buffered event ${seq} names rule "${ruleId}", which the rule set at ${cs} does not hold`,
-        );
-      return { rule, key, trigger: trigger === 1, expected: expected === 1 };
-    });
-    const b = {
+    const event = e as Record<string, unknown>;
+    const hostile = hasHostileObject(event);
+    const key = typeof keyOrHits === 'string' ? keyOrHits : undefined;
+    const hits: Hit[] =
+      typeof keyOrHits === 'string'
+        ? bufferedHits(rs, event, keyOrHits, hostile)
+        : keyOrHits.map(([ruleId, hitKey, trigger, expected]) => {
+            const rule = rs.rules.get(ruleId);
+            if (rule === undefined)
+              throw new SnapshotError(
+                `buffered event ${seq} names rule "${ruleId}", which the rule set at ${cs} does not hold`,
+              );
+            return { rule, key: hitKey, trigger: trigger === 1, expected: expected === 1 };
+          });
+    const b: Buffered = {
       ts,
       seq,
       id: id ?? undefined,
-      event: event as Record<string, unknown>,
-      hostile: hasHostileObject(event),
+      key,
+      event,
+      text: undefined,
+      hostile,
       ruleSet: rs,
-      hits: restored,
+      hits,
     };
     st.buffer.push(b);
     tag(st, b);

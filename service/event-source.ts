@@ -1,6 +1,15 @@
 import { DeliverPolicy, type ConsumerMessages, type JetStreamClient } from '@nats-io/jetstream';
 import { partitionFilter, Streams } from './subjects.js';
 
+/**
+ * When the server stored a message, in whole milliseconds since the epoch: the default event time
+ * (DESIGN §3), integer like a payload's `ts`. The service, back-tests and the tests' reference
+ * run all read it through this, so they judge every event at the same time.
+ */
+export function storedAtMs(info: { readonly timestampNanos: number }): number {
+  return Math.floor(info.timestampNanos / 1_000_000);
+}
+
 /** One message of a partition's log. */
 export interface LogRecord {
   readonly seq: number;
@@ -41,7 +50,7 @@ export async function jetStreamPartitionSource(
           seq: m.seq,
           subject: m.subject,
           data: m.data,
-          storedAt: Number(m.info.timestampNanos / 1_000_000),
+          storedAt: storedAtMs(m.info),
           pending: m.info.pending,
         };
       }

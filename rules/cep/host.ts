@@ -14,7 +14,10 @@ export interface KeyState {
  * A key state with both fields in place from the start: V8 gives an empty literal room for four
  * properties, and a partition holds millions of these (40 bytes each instead of 56).
  */
-export function newKeyState(sup: number | undefined = undefined, op: unknown = undefined): KeyState {
+export function newKeyState(
+  sup: number | undefined = undefined,
+  op: unknown = undefined,
+): KeyState {
   return { sup, op };
 }
 

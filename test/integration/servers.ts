@@ -13,6 +13,7 @@ import {
   startNats,
   startRedis,
   startService,
+  storedAtMs,
   type RunningService,
   type ServerHandle,
   type Logger,
@@ -175,7 +176,7 @@ export async function readStream(
       seq: m.seq,
       subject: m.subject,
       data: m.data,
-      storedAt: Number(m.info.timestampNanos / 1_000_000),
+      storedAt: storedAtMs(m.info),
       headers,
     });
     if (m.info.pending === 0) break;

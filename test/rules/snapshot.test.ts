@@ -294,7 +294,7 @@ describe('partition snapshot and restore', () => {
     );
   });
 
-  it('checkpoint fields hold the same JSON as the snapshot, for windows with evicted heads too', () => {
+  it('checkpoint fields (v3) and the v2 fields of the snapshot restore the same state, for windows with evicted heads too', () => {
     const rs = ruleSetOf(
       { op: 'replace-all', rules },
       {
@@ -334,20 +334,16 @@ describe('partition snapshot and restore', () => {
     // 430 events: heads stop short of the 64 evictions that compact a window.
     for (let i = 0; i < 430; i++)
       feed.event({ type: 'payment', card: `c${i % 3}`, amount: (i * 37) % 101, ts: 1000 + i * 3 });
-    const fromSnapshot = new Map(
-      (
-        JSON.parse(decoder.decode(snapshotPartition(feed.state))) as {
-          states: [string, unknown[]][];
-        }
-      ).states,
-    );
+    const snapshot = decoder.decode(snapshotPartition(feed.state));
     const parts = checkpointParts(feed.state, true);
-    expect(parts.upserts.length).toBe(fromSnapshot.size);
-    for (const [key, value] of parts.upserts) {
-      const lineages = JSON.parse(value) as [string, ...unknown[]][];
-      lineages.sort((a, b) => (a[0] < b[0] ? -1 : 1));
-      expect(JSON.stringify(lineages), key).toBe(JSON.stringify(fromSnapshot.get(key)));
-    }
+    const fromParts = restorePartitionParts(parts.meta, parts.upserts, () => rs, {});
+    expect(decoder.decode(snapshotPartition(fromParts))).toBe(snapshot);
+    // A v2 field (absolute timestamps, every part written out) restores to the same state.
+    const v2 = (JSON.parse(snapshot) as { states: [string, unknown[]][] }).states.map(
+      ([key, lineages]): [string, string] => [key, JSON.stringify(lineages)],
+    );
+    const fromV2 = restorePartitionParts(parts.meta, v2, () => rs, {});
+    expect(decoder.decode(snapshotPartition(fromV2))).toBe(snapshot);
     // The windows really had evicted entries at their head when the checkpoint was taken.
     const heads = [...feed.state.states.values()].flatMap((m) =>
       [...m.values()].map((ks) => (ks.op as { h?: number } | undefined)?.h ?? 0),
@@ -373,10 +369,15 @@ describe('partition snapshot and restore', () => {
     const now = checkpointParts(feed.state, true);
     // The same state as v1 stored it.
     const v1: [string, string][] = [];
-    for (const [key, value] of now.upserts)
-      for (const [sid, sup, op] of JSON.parse(value) as [string, unknown, unknown][])
+    const states = (
+      JSON.parse(decoder.decode(snapshotPartition(feed.state))) as {
+        states: [string, [string, unknown, unknown][]][];
+      }
+    ).states;
+    for (const [key, lineages] of states)
+      for (const [sid, sup, op] of lineages)
         v1.push([JSON.stringify([sid, key]), JSON.stringify([sup, op])]);
-    const meta = now.meta.replace('"vigil.partition.v2"', '"vigil.partition.v1"');
+    const meta = now.meta.replace('"vigil.partition.v3"', '"vigil.partition.v1"');
     const restored = restorePartitionParts(meta, v1, () => rs, { outOfOrderMs: 40 });
     expect(decoder.decode(snapshotPartition(restored))).toBe(
       decoder.decode(snapshotPartition(feed.state)),
@@ -384,6 +385,44 @@ describe('partition snapshot and restore', () => {
     const next = checkpointParts(restored);
     expect([...next.deletes].sort()).toEqual(v1.map(([f]) => f).sort());
     expect(new Map(next.upserts)).toEqual(new Map(now.upserts));
+  });
+
+  it('restores a v2 meta, whose buffered events carry their hits, and writes them back as they were', () => {
+    const rs = ruleSetOf({ op: 'replace-all', rules });
+    const feed = new Feed(rs, 40);
+    for (let i = 0; i < 300; i++)
+      feed.event(
+        { type: 'payment', card: `c${i % 7}`, amount: (i * 13) % 50, ts: 1000 + i * 5 },
+        `k${i % 3}`,
+      );
+    expect(feed.state.buffer.size).toBeGreaterThan(0);
+    const now = checkpointParts(feed.state, true);
+    // v3 stores each buffered event's record key; v2 stored the hits decided at arrival.
+    const hitsBySeq = new Map(
+      feed.state.buffer
+        .sorted()
+        .map((b) => [
+          b.seq,
+          b.hits.map((x) => [x.rule.id, x.key, x.trigger ? 1 : 0, x.expected ? 1 : 0]),
+        ]),
+    );
+    const json = JSON.parse(now.meta) as { format: string; buffer: unknown[][] };
+    json.format = 'vigil.partition.v2';
+    for (const b of json.buffer) b[5] = hitsBySeq.get(b[1] as number);
+    const restored = restorePartitionParts(JSON.stringify(json), now.upserts, () => rs, {
+      outOfOrderMs: 40,
+    });
+    expect(decoder.decode(snapshotPartition(restored))).toBe(
+      decoder.decode(snapshotPartition(feed.state)),
+    );
+    // Their record key is not known: the next checkpoint keeps their hits.
+    const again = JSON.parse(checkpointParts(restored, true).meta) as { buffer: unknown[][] };
+    expect(again.buffer.map((b) => b[5])).toEqual(json.buffer.map((b) => b[5]));
+    // And the v3 meta restores the same partition, its hits recomputed.
+    const fromV3 = restorePartitionParts(now.meta, now.upserts, () => rs, { outOfOrderMs: 40 });
+    expect(decoder.decode(snapshotPartition(fromV3))).toBe(
+      decoder.decode(snapshotPartition(feed.state)),
+    );
   });
 
   it('names the key whose checkpointed state is not JSON, or not a list of lineages', () => {
@@ -402,6 +441,17 @@ describe('partition snapshot and restore', () => {
         ]),
       ),
     ).toBe(2);
+    // The same state as v3 writes it: timestamps as offsets from the base, empty parts left out.
+    const v3 = '[5,["velocity@1",null,{"k":"s","t":[0]}]]';
+    expect(checkpointParts(restore([['a', good]]), true).upserts).toEqual([['a', v3]]);
+    expect(snapshotPartition(restore([['a', v3]]))).toEqual(
+      snapshotPartition(restore([['a', good]])),
+    );
+    // A timestamp that is not an integer (a v2 checkpoint's publish time) is written as it is.
+    const fractional = good.replace('[5]', '[5.25]');
+    expect(checkpointParts(restore([['a', fractional]]), true).upserts).toEqual([
+      ['a', '[0,["velocity@1",null,{"k":"s","t":[5.25]}]]'],
+    ]);
     expect(() =>
       restore([
         ['a', good],

@@ -1,0 +1,90 @@
+import { evalContext, type EvalContext } from './compile-condition.js';
+import type { CompiledRule } from './compile-rule.js';
+import type { RuleSet } from './rule-set.js';
+
+/** The event passed the rule's `on` and `when`. */
+export const TRIGGER = 1;
+/** Absence rules: the event is one the rule expects (`expect.on` and `expect.when`). */
+export const EXPECTED = 2;
+
+/** The key a rule judges an event under: its `key` field, or the record's key; undefined when the field cannot be a key. */
+export function keyOf(
+  rule: CompiledRule,
+  event: Readonly<Record<string, unknown>>,
+  recordKey: string,
+): string | undefined {
+  if (rule.keyField === undefined) return recordKey;
+  const v = Object.hasOwn(event, rule.keyField) ? event[rule.keyField] : undefined;
+  return typeof v === 'string'
+    ? v
+    : typeof v === 'number' && Number.isFinite(v)
+      ? String(v)
+      : undefined;
+}
+
+/** One event's evaluation context, made when the first rule needs it and shared by the others. */
+export class LazyContext {
+  private ctx: EvalContext | undefined;
+  constructor(
+    private readonly event: Readonly<Record<string, unknown>>,
+    private readonly rs: RuleSet,
+    private readonly hostile: boolean,
+  ) {}
+
+  get(): EvalContext {
+    return (this.ctx ??= evalContext(this.event, this.rs.models, this.hostile));
+  }
+}
+
+/**
+ * What a rule makes of an event of `type`: {@link TRIGGER} and {@link EXPECTED} bits, 0 for
+ * neither. Throws what the rule's conditions throw. A pure function of the rule, the event and
+ * the rule set's models: a restored partition recomputes it for its buffered events.
+ */
+export function ruleVerdict(rule: CompiledRule, type: string, lc: LazyContext): number {
+  let trigger = rule.triggeredByIndex || rule.types === undefined || rule.types.has(type);
+  if (trigger && rule.when !== undefined) trigger = rule.when(lc.get());
+  let expected = false;
+  const p = rule.pattern;
+  if (p?.kind === 'absence' && (p.expectAny || p.expectTypes.has(type)))
+    expected = p.expectWhen === undefined || p.expectWhen(lc.get());
+  return (trigger ? TRIGGER : 0) | (expected ? EXPECTED : 0);
+}
+
+/** A rule a buffered event must still meet, decided at arrival under the rule set then in force. */
+export interface Hit {
+  readonly rule: CompiledRule;
+  readonly key: string;
+  readonly trigger: boolean;
+  readonly expected: boolean;
+}
+
+/**
+ * The hits an event that arrived under `rs` waits in the reorder buffer for: the same list
+ * `processRecord` made at arrival (a rule that threw then throws again, and was reported then).
+ * Checkpoints store buffered events without their hits, and restore recomputes them here.
+ */
+export function bufferedHits(
+  rs: RuleSet,
+  event: Readonly<Record<string, unknown>>,
+  recordKey: string,
+  hostile: boolean,
+): Hit[] {
+  const type = event.type as string;
+  const lc = new LazyContext(event, rs, hostile);
+  const hits: Hit[] = [];
+  for (const rule of rs.rulesFor(type)) {
+    if (rule.pattern === undefined) continue;
+    const key = keyOf(rule, event, recordKey);
+    if (key === undefined) continue;
+    let v: number;
+    try {
+      v = ruleVerdict(rule, type, lc);
+    } catch {
+      continue;
+    }
+    if (v !== 0)
+      hits.push({ rule, key, trigger: (v & TRIGGER) !== 0, expected: (v & EXPECTED) !== 0 });
+  }
+  return hits;
+}
