@@ -19,7 +19,7 @@
  * Progress goes to stdout; the last line of output is one JSON object with every figure (with an
  * `error` field, and exit code 1, when the run fails part-way). Everything started is stopped.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { Redis } from 'ioredis';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -390,6 +390,52 @@ async function drainCeiling(js: JetStreamClient): Promise<{ records: number; sec
   return { records: counts.reduce((a, b) => a + b, 0), seconds: (performance.now() - t0) / 1000 };
 }
 
+/** CPU seconds used so far by a process: this one (all its threads, the service's workers included) or a server. */
+function cpuSeconds(pid?: number): number {
+  if (pid === undefined) {
+    const u = process.cpuUsage();
+    return (u.user + u.system) / 1e6;
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // utime and stime, fields 14 and 15, in clock ticks (100 per second on Linux).
+    return (Number(f[11]) + Number(f[12])) / 100;
+  } catch {
+    return NaN;
+  }
+}
+
+/**
+ * Where the machine's CPU goes during a phase: microseconds per record read, for this process
+ * (bench and service), nats-server and redis-server. On 2 cores they share, these say which one
+ * the records wait for.
+ */
+function cpuMeter(servers: readonly (ServerHandle | undefined)[]): () => Record<string, number> {
+  const sample = (): number[] => [
+    cpuSeconds(),
+    ...servers.map((s) => (s?.process.pid === undefined ? NaN : cpuSeconds(s.process.pid))),
+  ];
+  const start = sample();
+  return () => {
+    const end = sample();
+    const names = ['benchAndService', ...servers.map((s) => s?.name ?? 'none')];
+    const out: Record<string, number> = {};
+    end.forEach((v, i) => {
+      if (!Number.isNaN(v) && names[i] !== 'none')
+        out[names[i] as string] = round(v - (start[i] as number), 2);
+    });
+    return out;
+  };
+}
+
+/** CPU seconds of a phase as microseconds per record. */
+function perRecord(cpu: Record<string, number>, records: number): Record<string, number> {
+  return Object.fromEntries(
+    Object.entries(cpu).map(([k, v]) => [k, round((v * 1e6) / Math.max(1, records), 1)]),
+  );
+}
+
 /** A producer publishing at a steady rate until stopped; events from the same generator. */
 function steadyProducer(
   nc: NatsConnection,
@@ -527,7 +573,12 @@ async function main(): Promise<void> {
   );
 
   // 2. (a) The ceiling.
+  const ceilingCpu = cpuMeter([nats, redis]);
   const ceiling = await drainCeiling(js);
+  const cpuMicrosPerRecord: Record<string, Record<string, number>> = {
+    ceiling: perRecord(ceilingCpu(), ceiling.records),
+  };
+  result.cpuMicrosPerRecord = cpuMicrosPerRecord;
   if (ceiling.records !== records)
     throw new Error(
       `the partition consumers read ${ceiling.records} records, the stream holds ${records}: events missed the partitions`,
@@ -601,7 +652,9 @@ async function main(): Promise<void> {
   };
   // (b0) Checkpoints off, for the cost of checkpoints (issue: checkpoints every 1 s vs off, ≥ 0.9).
   if (CHECKPOINT_MS > 0 && !argv.includes('--no-checkpoint-compare')) {
+    const offCpu = cpuMeter([nats, redis]);
     const off = await drain({ ...options, checkpointIntervalMs: 0 });
+    cpuMicrosPerRecord.checkpointsOff = perRecord(offCpu(), off.target);
     await off.service.stop();
     const offRate = off.target / off.serviceSeconds;
     result.serviceEventsPerSecCheckpointsOff = Math.round(offRate);
@@ -609,7 +662,10 @@ async function main(): Promise<void> {
       `(b0) service without checkpoints: read ${fmt(off.target)} records in ${off.serviceSeconds.toFixed(2)} s = ${fmt(offRate)}/s including start-up`,
     );
   }
+  const serviceCpu = cpuMeter([nats, redis]);
   const { service, target, serviceSeconds, readySeconds } = await drain(options);
+  cpuMicrosPerRecord.service = perRecord(serviceCpu(), target);
+  log(`    CPU µs per record read: ${JSON.stringify(cpuMicrosPerRecord)}`);
   const serviceRate = target / serviceSeconds;
   const serviceRateExcl = target / Math.max(0.001, serviceSeconds - idleStartupSeconds);
   if (typeof result.serviceEventsPerSecCheckpointsOff === 'number')
@@ -663,6 +719,7 @@ async function main(): Promise<void> {
   let last = await readMetrics(service);
   const histFirst = buckets(last, 'vigil_activation_seconds');
   const eventsBefore = sumOf(last, 'vigil_events_total');
+  const loadCpu = cpuMeter([nats, redis]);
   const tLoad = performance.now();
   const perChange: { ms: number; seenMs: number }[] = [];
   let timeouts = 0;
@@ -697,6 +754,11 @@ async function main(): Promise<void> {
   const loadSeconds = (performance.now() - tLoad) / 1000;
   const histLast = buckets(last, 'vigil_activation_seconds');
   const servedRate = (sumOf(last, 'vigil_events_total') - eventsBefore) / loadSeconds;
+  // Under load the bench also produces: its process holds the producer and the service.
+  cpuMicrosPerRecord.underLoad = perRecord(
+    loadCpu(),
+    sumOf(last, 'vigil_events_total') - eventsBefore,
+  );
   const lagAtEnd = sumOf(last, 'vigil_consumer_lag');
   const produced = await producer.stop();
   producerStopped = true;
