@@ -3,7 +3,7 @@
  *
  *   node --import tsx bench/e2e-bench.ts              500,000 events over 100,000 keys, P = 16
  *   node --import tsx bench/e2e-bench.ts --quick      smoke run: 50,000 events
- *   node --import tsx bench/e2e-bench.ts --events N   N events (also --keys N, --rules N, --seed N)
+ *   node --import tsx bench/e2e-bench.ts --events N   N events (also --keys N, --rules N, --seed N, --workers N)
  *   node --import tsx bench/e2e-bench.ts --checkpoint-ms 0   no checkpoints, no redis-server
  *
  * Steps, all in one run (see bench/README.md for what each figure means):
@@ -20,6 +20,7 @@
  * `error` field, and exit code 1, when the run fails part-way). Everything started is stopped.
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { Worker } from 'node:worker_threads';
 import { Redis } from 'ioredis';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -75,7 +76,7 @@ const KEYS = numberArg('keys', 100_000);
 const RULES = numberArg('rules', 1000);
 const SEED = numberArg('seed', 20261129) >>> 0;
 const PARTITIONS = 16;
-const WORKERS = Math.max(1, availableParallelism());
+const WORKERS = numberArg('workers', Math.max(1, availableParallelism()));
 /** JetStream acks awaited at once while filling EVENTS. */
 const FILL_WINDOW = 2000;
 /** Control messages of the activation measurement, and the time between them. */
@@ -390,6 +391,37 @@ async function drainCeiling(js: JetStreamClient): Promise<{ records: number; sec
   return { records: counts.reduce((a, b) => a + b, 0), seconds: (performance.now() - t0) / 1000 };
 }
 
+/**
+ * How many threads this machine runs at full speed at once: the same busy loop in one thread, then
+ * in two at once. A shared or throttled machine may report 2 cores and run two threads at half
+ * speed each; every rate below is then bounded by about one core's worth of work.
+ */
+async function cpuScaling(): Promise<{
+  oneThreadMs: number;
+  twoThreadsMs: number;
+  effectiveCores: number;
+}> {
+  const spin = (): Promise<number> =>
+    new Promise((resolve, reject) => {
+      const w = new Worker(
+        `const { parentPort } = require('node:worker_threads');
+         const t = performance.now(); let x = 0;
+         for (let i = 0; i < 4e8; i++) x = (x + i * 7) | 0;
+         parentPort.postMessage([performance.now() - t, x]);`,
+        { eval: true },
+      );
+      w.once('message', (m: [number, number]) => resolve(m[0]));
+      w.once('error', reject);
+    });
+  const one = await spin();
+  const two = Math.max(...(await Promise.all([spin(), spin()])));
+  return {
+    oneThreadMs: Math.round(one),
+    twoThreadsMs: Math.round(two),
+    effectiveCores: round((2 * one) / two, 2),
+  };
+}
+
 /** CPU seconds used so far by a process: this one (all its threads, the service's workers included) or a server. */
 function cpuSeconds(pid?: number): number {
   if (pid === undefined) {
@@ -492,6 +524,11 @@ async function main(): Promise<void> {
     `${fmt(EVENTS)} events over ${fmt(KEYS)} keys, ${RULES} rules, P=${PARTITIONS}, W=${WORKERS} workers, checkpoints ${CHECKPOINT_MS > 0 ? `every ${CHECKPOINT_MS} ms` : 'off'}${QUICK ? ' (quick)' : ''}`,
   );
 
+  const scaling = await cpuScaling();
+  result.cpuScaling = scaling;
+  log(
+    `CPU: a busy loop took ${scaling.oneThreadMs} ms in one thread, ${scaling.twoThreadsMs} ms in two at once: ${scaling.effectiveCores} cores' worth of work at a time`,
+  );
   const dir = mkdtempSync(join(tmpdir(), 'vigil-e2e-bench-'));
   onCleanup('the temp folder', () => rmSync(dir, { recursive: true, force: true }));
   const nats: ServerHandle = await startNats({
