@@ -401,7 +401,18 @@ function release(st: PartitionState, h: OperatorHost): void {
     const ref: EventRef = Object.freeze(
       b.id === undefined ? { seq: b.seq, ts: b.ts } : { seq: b.seq, id: b.id, ts: b.ts },
     );
-    for (const hit of b.hits) applyHit(st, b, ref, hit, h);
+    // One operator event for all of this event's hits: operators read it and keep none of it
+    // (they keep `ref` and `event`), and an event of a busy type meets dozens of rules.
+    const e: Mutable<OperatorEvent> = {
+      event: b.event,
+      ref,
+      key: '',
+      models: b.ruleSet.models,
+      hostile: b.hostile,
+      trigger: false,
+      expected: false,
+    };
+    for (const hit of b.hits) applyHit(st, e, hit, h);
     untag(st, b);
   }
   fireTimers(st, st.watermark, h);
@@ -432,18 +443,14 @@ function untag(st: PartitionState, b: Buffered): void {
   }
 }
 
-function applyHit(st: PartitionState, b: Buffered, ref: EventRef, hit: Hit, h: OperatorHost): void {
+type Mutable<T> = { -readonly [K in keyof T]: T[K] };
+
+function applyHit(st: PartitionState, e: Mutable<OperatorEvent>, hit: Hit, h: OperatorHost): void {
   const rule = hit.rule;
   const ks = keyState(st, rule, hit.key);
-  const e: OperatorEvent = {
-    event: b.event,
-    ref,
-    key: hit.key,
-    models: b.ruleSet.models,
-    hostile: b.hostile,
-    trigger: hit.trigger,
-    expected: hit.expected,
-  };
+  e.key = hit.key;
+  e.trigger = hit.trigger;
+  e.expected = hit.expected;
   const p = rule.pattern;
   if (p?.kind === 'threshold') {
     if (hit.trigger) thresholdEvent(rule, p, ks, e, h);

@@ -21,7 +21,11 @@ export function newKeyState(
   return { sup, op };
 }
 
-/** One event as an operator sees it, after the rule's type and `when` filters. */
+/**
+ * One event as an operator sees it, after the rule's type and `when` filters. The partition reuses
+ * one for all the rules an event meets: an operator may keep `ref`, `event` and `models`, never
+ * the object itself.
+ */
 export interface OperatorEvent {
   readonly event: Readonly<Record<string, unknown>>;
   readonly ref: EventRef;
