@@ -1,11 +1,15 @@
 /**
  * `npm run bench:checkpoint`: checkpoint cost with many keys, measured on the real store.
- * - one partition holding `--keys` keys (default 1,000,000) of sliding-window state;
+ * - one partition holding `--keys` keys (default 1,000,000; `--quick`: 100,000) of
+ *   sliding-window state;
  * - a full checkpoint (every key) and an incremental one after 1% of the keys changed, written to
  *   a real redis-server through RedisCheckpointStore: duration and bytes;
- * - recovery: load + restore of the whole partition from Redis (what a new owner does after
- *   `kill -9`), seconds;
- * - resident memory per key of the partition state.
+ * - load + restore of that one partition from Redis in this thread, seconds
+ *   (`restoreOnePartitionSeconds`);
+ * - heap per key of the partition state;
+ * - recovery after `kill -9` of a real service process holding as many keys over every partition
+ *   (bench/checkpoint-recovery.ts; `--no-recovery` skips it, `--cpu-prof-dir DIR` profiles the
+ *   restarted process): `recoverySeconds` is kill → every partition judging new events again.
  * Prints progress, then one JSON line with at least checkpointFullSeconds, checkpointIncrementalSeconds,
  * bytesPerKey, recoverySeconds, memoryBytesPerKey.
  */
@@ -25,6 +29,7 @@ import {
 } from '../rules/index.js';
 import { RedisCheckpointStore } from '../service/checkpoint-store.js';
 import { startRedis } from '../service/index.js';
+import { measureServiceRecovery } from './checkpoint-recovery.js';
 
 const argKeys = process.argv.indexOf('--keys');
 const KEYS =
@@ -33,6 +38,9 @@ const KEYS =
     : process.argv.includes('--quick')
       ? 100_000
       : 1_000_000;
+const RECOVERY = !process.argv.includes('--no-recovery');
+const argProf = process.argv.indexOf('--cpu-prof-dir');
+const PROFILE_DIR = argProf >= 0 ? process.argv[argProf + 1] : undefined;
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
 const say = (s: string): void => console.log(`[bench:checkpoint] ${s}`);
@@ -56,91 +64,118 @@ const rs = applyControl(
   },
   1,
 ).ruleSet;
-const dir = mkdtempSync(join(tmpdir(), 'vigil-bench-checkpoint-'));
-const redis = await startRedis({ dataDir: dir });
-const store = new RedisCheckpointStore(redis.url, 'bench:');
-try {
-  gc();
-  const heapBefore = process.memoryUsage().heapUsed;
-  const st = createPartition(rs, { partition: 0 });
-  const base = Date.UTC(2026, 10, 29);
-  let seq = 0;
-  // Two events per key, so each key holds a small window.
-  for (let round = 0; round < 2; round++) {
-    for (let k = 0; k < KEYS; k++) {
-      const ts = base + round * 1000 + Math.floor(k / 100);
+/** One partition in this thread: checkpoints and their restore, on a redis-server of its own. */
+async function inProcess(): Promise<Record<string, number>> {
+  const dir = mkdtempSync(join(tmpdir(), 'vigil-bench-checkpoint-'));
+  const redis = await startRedis({ dataDir: dir });
+  const store = new RedisCheckpointStore(redis.url, 'bench:');
+  try {
+    gc();
+    const heapBefore = process.memoryUsage().heapUsed;
+    const st = createPartition(rs, { partition: 0 });
+    const base = Date.UTC(2026, 10, 29);
+    let seq = 0;
+    // Two events per key, so each key holds a small window.
+    for (let round = 0; round < 2; round++) {
+      for (let k = 0; k < KEYS; k++) {
+        const ts = base + round * 1000 + Math.floor(k / 100);
+        processRecord(st, {
+          kind: 'event',
+          seq: ++seq,
+          key: `k${k}`,
+          data: { type: 'payment', amount: (k % 97) + round, ts },
+          publishTs: ts,
+        });
+      }
+    }
+    processRecord(st, { kind: 'tick', seq: ++seq, ts: base + 10_000 });
+    gc();
+    const memoryBytesPerKey = Math.round((process.memoryUsage().heapUsed - heapBefore) / KEYS);
+    say(`${KEYS} keys in state, ${memoryBytesPerKey} bytes of heap per key`);
+
+    let t = performance.now();
+    const full = checkpointParts(st, true);
+    const fullBytes =
+      full.meta.length + full.upserts.reduce((n, [f, v]) => n + f.length + v.length, 0);
+    await store.save(0, full, 1);
+    const checkpointFullSeconds = (performance.now() - t) / 1000;
+    say(
+      `full checkpoint: ${checkpointFullSeconds.toFixed(2)} s, ${(fullBytes / 1e6).toFixed(1)} MB`,
+    );
+
+    // 1% of the keys get an event, then an incremental checkpoint.
+    const changed = Math.max(1, Math.floor(KEYS / 100));
+    for (let k = 0; k < changed; k++) {
+      const ts = base + 30_000;
       processRecord(st, {
         kind: 'event',
         seq: ++seq,
-        key: `k${k}`,
-        data: { type: 'payment', amount: (k % 97) + round, ts },
+        key: `k${k * 100}`,
+        data: { type: 'payment', amount: 1, ts },
         publishTs: ts,
       });
     }
-  }
-  processRecord(st, { kind: 'tick', seq: ++seq, ts: base + 10_000 });
-  gc();
-  const memoryBytesPerKey = Math.round((process.memoryUsage().heapUsed - heapBefore) / KEYS);
-  say(`${KEYS} keys in state, ${memoryBytesPerKey} bytes of heap per key`);
+    processRecord(st, { kind: 'tick', seq: ++seq, ts: base + 40_000 });
+    t = performance.now();
+    const inc = checkpointParts(st, false);
+    const incBytes =
+      inc.meta.length + inc.upserts.reduce((n, [f, v]) => n + f.length + v.length, 0);
+    await store.save(0, inc, 1);
+    const checkpointIncrementalSeconds = (performance.now() - t) / 1000;
+    say(
+      `incremental checkpoint (${inc.upserts.length} keys changed): ${(checkpointIncrementalSeconds * 1000).toFixed(1)} ms, ${(incBytes / 1e3).toFixed(1)} kB`,
+    );
 
-  let t = performance.now();
-  const full = checkpointParts(st, true);
-  const fullBytes =
-    full.meta.length + full.upserts.reduce((n, [f, v]) => n + f.length + v.length, 0);
-  await store.save(0, full, 1);
-  const checkpointFullSeconds = (performance.now() - t) / 1000;
-  say(`full checkpoint: ${checkpointFullSeconds.toFixed(2)} s, ${(fullBytes / 1e6).toFixed(1)} MB`);
-
-  // 1% of the keys get an event, then an incremental checkpoint.
-  const changed = Math.max(1, Math.floor(KEYS / 100));
-  for (let k = 0; k < changed; k++) {
-    const ts = base + 30_000;
-    processRecord(st, {
-      kind: 'event',
-      seq: ++seq,
-      key: `k${k * 100}`,
-      data: { type: 'payment', amount: 1, ts },
-      publishTs: ts,
-    });
-  }
-  processRecord(st, { kind: 'tick', seq: ++seq, ts: base + 40_000 });
-  t = performance.now();
-  const inc = checkpointParts(st, false);
-  const incBytes = inc.meta.length + inc.upserts.reduce((n, [f, v]) => n + f.length + v.length, 0);
-  await store.save(0, inc, 1);
-  const checkpointIncrementalSeconds = (performance.now() - t) / 1000;
-  say(
-    `incremental checkpoint (${inc.upserts.length} keys changed): ${(checkpointIncrementalSeconds * 1000).toFixed(1)} ms, ${(incBytes / 1e3).toFixed(1)} kB`,
-  );
-
-  t = performance.now();
-  const loaded = await store.load(0);
-  if (loaded === undefined) throw new Error('nothing stored');
-  const loadSeconds = (performance.now() - t) / 1000;
-  const restored = restorePartitionParts(loaded.meta, loaded.fields, () => rs, {});
-  const recoverySeconds = (performance.now() - t) / 1000;
-  const restoredKeys = keyedStateCount(restored);
-  say(
-    `recovery (load + restore of ${restoredKeys} keys): ${recoverySeconds.toFixed(2)} s (${loadSeconds.toFixed(2)} s of it reading Redis)`,
-  );
-
-  console.log(
-    JSON.stringify({
-      bench: 'checkpoint',
-      keys: KEYS,
+    t = performance.now();
+    const loaded = await store.load(0);
+    if (loaded === undefined) throw new Error('nothing stored');
+    const loadSeconds = (performance.now() - t) / 1000;
+    const restored = restorePartitionParts(loaded.meta, loaded.fields, () => rs, {});
+    const restoreSeconds = (performance.now() - t) / 1000;
+    const restoredKeys = keyedStateCount(restored);
+    say(
+      `one partition, load + restore of ${restoredKeys} keys in this thread: ${restoreSeconds.toFixed(2)} s (${loadSeconds.toFixed(2)} s of it reading Redis)`,
+    );
+    return {
       checkpointFullSeconds: Number(checkpointFullSeconds.toFixed(3)),
       checkpointFullBytes: fullBytes,
       checkpointIncrementalSeconds: Number(checkpointIncrementalSeconds.toFixed(4)),
       checkpointIncrementalBytes: incBytes,
       incrementalKeys: inc.upserts.length,
       bytesPerKey: Math.round(fullBytes / KEYS),
-      recoveryLoadSeconds: Number(loadSeconds.toFixed(3)),
-      recoverySeconds: Number(recoverySeconds.toFixed(3)),
+      restoreOnePartitionLoadSeconds: Number(loadSeconds.toFixed(3)),
+      restoreOnePartitionSeconds: Number(restoreSeconds.toFixed(3)),
       memoryBytesPerKey,
-    }),
-  );
-} finally {
-  await store.close();
-  await redis.stop();
-  rmSync(dir, { recursive: true, force: true });
+    };
+  } finally {
+    await store.close();
+    await redis.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
+
+const started = performance.now();
+// `--only-recovery`: the service phase alone (quicker when working on recovery).
+const figures: Record<string, number | boolean> = process.argv.includes('--only-recovery')
+  ? {}
+  : await inProcess();
+// The partition of the phase above is garbage now: the service phase runs beside a small bench.
+gc();
+if (RECOVERY) {
+  say(`recovery of a service process after kill -9, ${KEYS} keys over every partition`);
+  const recovery = await measureServiceRecovery({
+    keys: KEYS,
+    nodeArgs: PROFILE_DIR === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`],
+    serviceLog: process.argv.includes('--service-log'),
+    log: say,
+  });
+  Object.assign(figures, recovery, { targetRecoveryMet: (recovery.recoverySeconds ?? NaN) <= 5 });
+}
+console.log(
+  JSON.stringify({
+    bench: 'checkpoint',
+    keys: KEYS,
+    ...figures,
+    seconds: Number(((performance.now() - started) / 1000).toFixed(1)),
+  }),
+);

@@ -8,7 +8,12 @@ export interface StoredCheckpoint {
   readonly offset: number;
   readonly controlSeq: number;
   readonly meta: string;
-  readonly fields: readonly (readonly [string, string])[];
+  /**
+   * The keyed-state fields, to be read once: each is let go as it is read, so that a restore
+   * does not keep the whole text of the partition alive while it builds the state from it (a
+   * young-generation collection copies whatever is alive, and a restore runs many).
+   */
+  readonly fields: Iterable<readonly [string, string]>;
 }
 
 /**
@@ -87,6 +92,16 @@ redis.call('HSET', KEYS[1], 'fence', fence, 'offset', offset, 'controlSeq', ARGV
 return 'OK'
 `;
 
+/** The (field, value) pairs of a flat HGETALL reply, each dropped from the reply once read. */
+function* readOnce(flat: (string | undefined)[]): Generator<readonly [string, string]> {
+  for (let i = 0; i + 1 < flat.length; i += 2) {
+    const pair = [flat[i] as string, flat[i + 1] as string] as const;
+    flat[i] = flat[i + 1] = undefined;
+    yield pair;
+  }
+  flat.length = 0;
+}
+
 /** Fields per command when staging a large checkpoint. */
 const CHUNK = 2000;
 
@@ -119,19 +134,18 @@ export class RedisCheckpointStore implements CheckpointStore {
     const [metaKey, stateKey] = this.keys(partition);
     // The state hash as Redis sends it (field, value, field, value, …): ioredis' hgetall would
     // first build an object of a million properties, then we would take its entries apart again.
+    // (Joining the values into one text in a Lua script, to save the client a string per value,
+    // cost Redis more than it saved: 5.8 s of its one thread for 1,000,000 keys instead of 1 s.)
     const [meta, flat] = await Promise.all([
       this.redis.hgetall(metaKey),
       this.redis.call('HGETALL', stateKey) as Promise<string[]>,
     ]);
     if (meta.meta === undefined) return undefined;
-    const fields: [string, string][] = new Array(flat.length >> 1);
-    for (let i = 0; i < fields.length; i++)
-      fields[i] = [flat[2 * i] as string, flat[2 * i + 1] as string];
     return {
       offset: Number(meta.offset),
       controlSeq: Number(meta.controlSeq),
       meta: meta.meta,
-      fields,
+      fields: readOnce(flat),
     };
   }
 

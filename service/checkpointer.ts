@@ -9,7 +9,7 @@ import {
   type RuleLimits,
   type RuleSet,
 } from '../rules/index.js';
-import type { CheckpointStore } from './checkpoint-store.js';
+import type { CheckpointStore, StoredCheckpoint } from './checkpoint-store.js';
 import { CheckpointFencedError } from './checkpoint-store.js';
 import type { WorkerMetrics } from './metrics.js';
 
@@ -184,19 +184,114 @@ export class Checkpointer {
   }
 }
 
-/**
- * Restores partition `p` from its last checkpoint: state, offset, and the rule sets it was judged
- * under (from `ruleSetAt`, the worker's CONTROL follower, or from the store when the follower no
- * longer holds them). Undefined when the partition has no checkpoint.
- */
-export async function restoreCheckpoint(
+/** What restoring a partition took, for the start-up report (ms). */
+export interface RestoreTimings {
+  /** Reading the checkpoint from the store. */
+  readonly loadMs: number;
+  /** Rebuilding the partition's state from it (rule sets fetched from the store included). */
+  readonly restoreMs: number;
+  /** Keys of keyed state restored. */
+  readonly keys: number;
+}
+
+/** A checkpoint read from the store, not yet restored; see {@link restoreLoaded}. */
+export interface LoadedCheckpoint {
+  readonly stored: StoredCheckpoint;
+  readonly loadMs: number;
+}
+
+/** Reads partition `p`'s last checkpoint (undefined: none), timing the read. */
+export async function loadCheckpoint(
   store: CheckpointStore,
   p: number,
+): Promise<LoadedCheckpoint | undefined> {
+  const started = performance.now();
+  const stored = await store.load(p);
+  return stored === undefined ? undefined : { stored, loadMs: performance.now() - started };
+}
+
+/** A checkpoint read by a {@link CheckpointLoader}; `release` once it has been restored. */
+export interface HeldCheckpoint {
+  readonly loaded: LoadedCheckpoint | undefined;
+  readonly release: () => void;
+}
+
+/**
+ * Reads partitions' checkpoints ahead of their restore, at most `concurrency` read and not yet
+ * restored. A worker handed several partitions at start-up reads them while it still connects to
+ * NATS and while the first ones restore; the limit bounds how much checkpoint text is alive at
+ * once, since a restore's young-generation collections copy whatever is alive.
+ */
+export class CheckpointLoader {
+  private readonly ahead = new Map<number, Promise<HeldCheckpoint>>();
+  private active = 0;
+  private readonly queue: (() => void)[] = [];
+
+  constructor(
+    private readonly store: CheckpointStore,
+    private readonly concurrency = 8,
+  ) {}
+
+  /** Starts reading `p`'s checkpoint, for a {@link take} to come. */
+  prefetch(p: number): void {
+    if (this.ahead.has(p)) return;
+    const read = this.read(p);
+    // A read that fails is reported to take(); dropped unread, it is no unhandled rejection.
+    read.catch(() => undefined);
+    this.ahead.set(p, read);
+  }
+
+  /** Drops a read ahead of `p`: the partition is being stopped, so its checkpoint will change. */
+  forget(p: number): void {
+    const read = this.ahead.get(p);
+    this.ahead.delete(p);
+    void read?.then(
+      (h) => h.release(),
+      () => undefined,
+    );
+  }
+
+  /** `p`'s checkpoint: the one read ahead, or a new read. */
+  take(p: number): Promise<HeldCheckpoint> {
+    const read = this.ahead.get(p) ?? this.read(p);
+    this.ahead.delete(p);
+    return read;
+  }
+
+  private async read(p: number): Promise<HeldCheckpoint> {
+    if (this.active >= this.concurrency) await new Promise<void>((r) => this.queue.push(r));
+    this.active++;
+    let released = false;
+    const release = (): void => {
+      if (released) return;
+      released = true;
+      this.active--;
+      this.queue.shift()?.();
+    };
+    try {
+      const loaded = await loadCheckpoint(this.store, p);
+      if (loaded === undefined) release();
+      return { loaded, release };
+    } catch (e) {
+      release();
+      throw e;
+    }
+  }
+}
+
+/**
+ * Restores a partition from a checkpoint {@link loadCheckpoint} read: state, offset, and the
+ * rule sets it was judged under (from `ruleSetAt`, the worker's CONTROL follower, or from the
+ * store when the follower no longer holds them).
+ */
+export async function restoreLoaded(
+  store: CheckpointStore,
+  loaded: LoadedCheckpoint,
   ruleSetAt: (seq: number) => RuleSet | undefined,
   o: { readonly outOfOrderMs: number; readonly limits: RuleLimits },
-): Promise<{ state: PartitionState; offset: number } | undefined> {
-  const stored = await store.load(p);
-  if (stored === undefined) return undefined;
+): Promise<{ state: PartitionState; offset: number; timings: RestoreTimings }> {
+  const started = performance.now();
+  const { stored } = loaded;
   const meta = JSON.parse(stored.meta) as {
     controlSeq: number;
     buffer: [number, number, unknown, unknown, number][];
@@ -207,11 +302,32 @@ export async function restoreCheckpoint(
     const json = await store.loadRuleSet(seq);
     if (json !== undefined) extra.set(seq, restoreRuleSet(json, o.limits));
   }
+  const restoreStarted = performance.now();
   const state = restorePartitionParts(
     stored.meta,
     stored.fields,
     (seq) => ruleSetAt(seq) ?? extra.get(seq),
     { outOfOrderMs: o.outOfOrderMs, limits: o.limits },
   );
-  return { state, offset: stored.offset };
+  const timings = {
+    // Rule sets read from the store count as reading.
+    loadMs: loaded.loadMs + (restoreStarted - started),
+    restoreMs: performance.now() - restoreStarted,
+    keys: state.states.size,
+  };
+  return { state, offset: stored.offset, timings };
+}
+
+/**
+ * Restores partition `p` from its last checkpoint ({@link loadCheckpoint}, then
+ * {@link restoreLoaded}). Undefined when the partition has no checkpoint.
+ */
+export async function restoreCheckpoint(
+  store: CheckpointStore,
+  p: number,
+  ruleSetAt: (seq: number) => RuleSet | undefined,
+  o: { readonly outOfOrderMs: number; readonly limits: RuleLimits },
+): Promise<{ state: PartitionState; offset: number; timings: RestoreTimings } | undefined> {
+  const loaded = await loadCheckpoint(store, p);
+  return loaded === undefined ? undefined : restoreLoaded(store, loaded, ruleSetAt, o);
 }

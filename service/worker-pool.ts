@@ -2,7 +2,7 @@ import { Worker } from 'node:worker_threads';
 import { AggregatorRegistry, type Registry } from 'prom-client';
 import { ActivationLog } from './activation-log.js';
 import type { VigilOptions } from './config.js';
-import type { FromWorker, ToWorker, WorkerInit } from './worker.js';
+import type { FromWorker, PartitionStartTimings, ToWorker, WorkerInit } from './worker.js';
 
 export type Logger = (level: 'info' | 'warn' | 'error', message: string) => void;
 
@@ -10,8 +10,8 @@ interface Slot {
   readonly index: number;
   /** Partitions assigned to this worker, with their fencing tokens. */
   readonly partitions: Map<number, number>;
-  /** Those of them running (restored and reading). */
-  readonly started: Set<number>;
+  /** Those of them running (restored and reading), with when and how they started. */
+  readonly started: Map<number, PartitionStart>;
   worker: Worker | undefined;
   ready: boolean;
   checkpointsOk: boolean;
@@ -25,6 +25,13 @@ export function assignPartitions(partitions: number, workers: number): number[][
   return out;
 }
 
+/** How a partition running on a worker started: when it began reading, and what its start took. */
+export interface PartitionStart extends PartitionStartTimings {
+  readonly partition: number;
+  /** When the worker reported it restored and reading (ms since the epoch). */
+  readonly at: number;
+}
+
 /** What `/readyz` shows of one worker. */
 export interface WorkerStatus {
   readonly worker: number;
@@ -32,6 +39,8 @@ export interface WorkerStatus {
   readonly partitions: number[];
   /** Those still restoring from their checkpoint. */
   readonly starting: number[];
+  /** Those running: since when, and what their restore took (a precise signal for recovery time). */
+  readonly started: PartitionStart[];
   readonly ready: boolean;
   readonly checkpointsOk: boolean;
   readonly restarts: number;
@@ -75,7 +84,7 @@ export class WorkerPool {
     this.slots = Array.from({ length: Math.max(1, options.workers) }, (_, index) => ({
       index,
       partitions: new Map<number, number>(),
-      started: new Set<number>(),
+      started: new Map<number, PartitionStart>(),
       worker: undefined,
       ready: false,
       checkpointsOk: true,
@@ -93,6 +102,7 @@ export class WorkerPool {
       worker: s.index,
       partitions: [...s.partitions.keys()].sort((a, b) => a - b),
       starting: [...s.partitions.keys()].filter((p) => !s.started.has(p)).sort((a, b) => a - b),
+      started: [...s.started.values()].sort((a, b) => a.partition - b.partition),
       ready: s.ready,
       checkpointsOk: s.checkpointsOk,
       restarts: s.restarts,
@@ -185,7 +195,10 @@ export class WorkerPool {
       if (m.op === 'ready') s.ready = true;
       else if (m.op === 'checkpoints') s.checkpointsOk = m.ok;
       else if (m.op === 'partition-started') {
-        if (s.partitions.has(m.partition)) s.started.add(m.partition);
+        const { partition, loadMs, restoreMs, consumerMs, keys } = m;
+        const at = Date.now();
+        if (s.partitions.has(partition))
+          s.started.set(partition, { partition, at, loadMs, restoreMs, consumerMs, keys });
       } else if (m.op === 'partition-stopped') {
         // The oldest stop this worker owes for the partition.
         const stop = this.stops.get(m.partition)?.find((x) => x.slot === s);

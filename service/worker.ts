@@ -3,11 +3,11 @@ import { connect } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { VigilOptions } from './config.js';
 import { ControlFollower, type ControlEvent } from './control-follower.js';
-import { jetStreamPartitionSource } from './event-source.js';
+import { jetStreamPartitionSource, type EventSource } from './event-source.js';
 import { WorkerMetrics } from './metrics.js';
 import { PartitionRunner } from './partition-runner.js';
 import { RedisCheckpointStore } from './checkpoint-store.js';
-import { Checkpointer, restoreCheckpoint } from './checkpointer.js';
+import { Checkpointer, CheckpointLoader, restoreLoaded } from './checkpointer.js';
 import { Publisher } from './publisher.js';
 import { natsAlertSink, natsDeadLetterSink } from './sinks.js';
 import { MarkerWriter } from './marker-writer.js';
@@ -25,6 +25,18 @@ export interface WorkerInit {
   readonly options: VigilOptions;
   /** Partitions to run from the start (a restarted worker gets its predecessor's). */
   readonly partitions: readonly PartitionGrant[];
+}
+
+/** What starting a partition took on its worker, in ms (`/readyz` shows it). */
+export interface PartitionStartTimings {
+  /** Reading its checkpoint from Redis (0 without one). */
+  readonly loadMs: number;
+  /** Rebuilding its state from the checkpoint. */
+  readonly restoreMs: number;
+  /** Creating its consumer. */
+  readonly consumerMs: number;
+  /** Keys of keyed state restored. */
+  readonly keys: number;
 }
 
 /** Why a partition stopped on a worker: handed over, lease lost, or a checkpoint refused by the fence. */
@@ -46,7 +58,8 @@ export type FromWorker =
   | { readonly op: 'stopped' }
   /** Whether the worker's last checkpoints succeeded (readiness shows it). */
   | { readonly op: 'checkpoints'; readonly ok: boolean }
-  | { readonly op: 'partition-started'; readonly partition: number }
+  /** A partition restored and reading, with what its start took (ms). */
+  | ({ readonly op: 'partition-started'; readonly partition: number } & PartitionStartTimings)
   /** A partition applied a marker: the control sequence now in force there. */
   | {
       readonly op: 'applied';
@@ -98,6 +111,11 @@ async function main(init: WorkerInit): Promise<void> {
     void next.then(() => chains.get(p) === next && chains.delete(p));
   };
   let stopping: Promise<void> | undefined;
+  const store = o.checkpointIntervalMs > 0 ? new RedisCheckpointStore(o.redisUrl) : undefined;
+  // Checkpoints are read from the moment a partition arrives: at start-up while the worker
+  // still connects to NATS and catches up with CONTROL, and while other partitions restore.
+  const loader = store === undefined ? undefined : new CheckpointLoader(store);
+  for (const grant of init.partitions) loader?.prefetch(grant.partition);
   let setUp = (): void => {};
   // Listen at once: the pool may send partitions while the worker is still connecting.
   const ready = new Promise<void>((resolve) => (setUp = resolve));
@@ -107,11 +125,15 @@ async function main(init: WorkerInit): Promise<void> {
         .getMetricsAsJSON()
         .then((json) => post({ op: 'metrics', id: m.id, metrics: json }));
     } else if (m.op === 'start-partition') {
+      // Only with nothing under way for the partition: a stop before this start would write a
+      // final checkpoint after the read.
+      if (!chains.has(m.partition) && !owned.has(m.partition)) loader?.prefetch(m.partition);
       inOrder(m.partition, async () => {
         await ready;
         await startPartition(m, true).catch(crash);
       });
     } else if (m.op === 'stop-partition') {
+      loader?.forget(m.partition);
       const own = owned.get(m.partition);
       if (own) {
         own.dropped = true;
@@ -210,7 +232,6 @@ async function main(init: WorkerInit): Promise<void> {
   };
 
   await control.start();
-  const store = o.checkpointIntervalMs > 0 ? new RedisCheckpointStore(o.redisUrl) : undefined;
   const refreshCheckpointedSeqs = async (): Promise<void> => {
     // Checkpoints only move forward, so a value read earlier is a safe lower bound.
     checkpointedSeqs = (await store?.loadControlSeqs(o.partitions)) ?? checkpointedSeqs;
@@ -218,6 +239,23 @@ async function main(init: WorkerInit): Promise<void> {
   };
   const savedRuleSets = new Map<number, Promise<void>>();
   const leased = (): number => [...owned.values()].filter((x) => x.token > 0 && x.runner).length;
+
+  // Restores hold the thread for a while each: one at a time, with a turn of the event loop
+  // between two (immediates queued together run back to back, without reading any socket), so
+  // that the replies to the consumers being created, and to Redis, are read in between.
+  let restoring = Promise.resolve();
+  const inTurn = async <T>(fn: () => Promise<T>): Promise<T> => {
+    const previous = restoring;
+    let done = (): void => {};
+    restoring = new Promise<void>((r) => (done = r));
+    try {
+      await previous;
+      await new Promise((r) => setImmediate(r));
+      return await fn();
+    } finally {
+      done();
+    }
+  };
 
   async function startPartition(grant: PartitionGrant, handedOver: boolean): Promise<void> {
     const p = grant.partition;
@@ -231,18 +269,49 @@ async function main(init: WorkerInit): Promise<void> {
     };
     owned.set(p, own);
     void markers.add(p, () => owned.get(p) === own && !own.dropped);
-    const restored = store
-      ? await restoreCheckpoint(store, p, (seq) => control.ruleSetAt(seq), o)
-      : undefined;
+    const restoreStarted = performance.now();
+    const held = await loader?.take(p);
+    const loaded = held?.loaded;
+    let restored: Awaited<ReturnType<typeof restoreLoaded>> | undefined;
+    let source: EventSource;
+    const consumerStarted = performance.now();
+    let consumerMs = 0;
+    try {
+      if (own.dropped) return;
+      // The consumer is created while the state is rebuilt: one waits on NATS, the other holds
+      // this thread. The request goes out before the restore starts.
+      const creating = jetStreamPartitionSource(js, p, (loaded?.stored.offset ?? 0) + 1);
+      // Its failure surfaces below, when it is awaited.
+      void creating.then(
+        () => (consumerMs = performance.now() - consumerStarted),
+        () => undefined,
+      );
+      try {
+        restored =
+          store && loaded
+            ? await inTurn(() => restoreLoaded(store, loaded, (seq) => control.ruleSetAt(seq), o))
+            : undefined;
+      } catch (e) {
+        void creating.then((x) => x.stop()).catch(() => undefined);
+        throw e;
+      }
+      // Its text is garbage now: the next partition's read may start.
+      held?.release();
+      source = await creating;
+    } finally {
+      held?.release();
+    }
     const initialState = restored?.state;
     if (restored)
       log(
         'info',
-        `partition ${p} restored at offset ${restored.offset}, control sequence ${initialState?.ruleSet.controlSeq}`,
+        `partition ${p} restored at offset ${restored.offset}, control sequence ${initialState?.ruleSet.controlSeq}: ${restored.timings.keys} keys, ${Math.round(restored.timings.loadMs)} ms reading, ${Math.round(restored.timings.restoreMs)} ms restoring, ${Math.round(performance.now() - restoreStarted)} ms in all`,
       );
-    if (own.dropped) return;
+    if (own.dropped) {
+      await source.stop();
+      return;
+    }
     applied.set(p, initialState?.ruleSet.controlSeq ?? 0);
-    const source = await jetStreamPartitionSource(js, p, (restored?.offset ?? 0) + 1);
     let checkpointer: Checkpointer | undefined;
     const runner = new PartitionRunner({
       partition: p,
@@ -294,7 +363,14 @@ async function main(init: WorkerInit): Promise<void> {
       metrics.leasesHeld.set({ worker: w }, leased());
       if (handedOver) metrics.leaseHandoffs.inc({ reason: 'acquired' });
     }
-    post({ op: 'partition-started', partition: p });
+    post({
+      op: 'partition-started',
+      partition: p,
+      loadMs: restored?.timings.loadMs ?? 0,
+      restoreMs: restored?.timings.restoreMs ?? 0,
+      consumerMs,
+      keys: restored?.timings.keys ?? 0,
+    });
   }
 
   async function stopPartition(p: number, reason: PartitionStopReason): Promise<void> {

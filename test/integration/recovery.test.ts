@@ -81,10 +81,18 @@ describe('exact recovery (G3): kill -9 at random moments, restart, same alerts a
         }
       })();
       await new Promise((r) => setTimeout(r, 300));
+      const terminatedAt = Date.now();
       await service.pool.terminate(0);
       await flowing;
       await service.whenReady(30_000);
-      expect(service.pool.status()[0]?.restarts).toBe(1);
+      const restarted = service.pool.status()[0];
+      expect(restarted?.restarts).toBe(1);
+      // /readyz says when each partition of the new thread began reading, and what its restore took.
+      expect(restarted?.started.map((s) => s.partition)).toEqual(restarted?.partitions);
+      for (const s of restarted?.started ?? []) {
+        expect(s.at).toBeGreaterThanOrEqual(terminatedAt);
+        expect(Math.min(s.loadMs, s.restoreMs, s.consumerMs, s.keys)).toBeGreaterThanOrEqual(0);
+      }
       await caughtUp(own, service, P, 30_000);
       await service.stop();
       const ids = (await readStream(own, 'ALERTS')).map(
