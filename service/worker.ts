@@ -418,18 +418,26 @@ async function main(init: WorkerInit): Promise<void> {
   }
 
   let checkpointsOk = true;
+  // Partitions checkpoint in turn, each once per interval, partition p at p/P of the way through
+  // it: taking a checkpoint encodes the partition's changed keys synchronously, and all of a
+  // worker's partitions at once held its records (and the markers among them) for their sum.
+  let checkpointTurn = 0;
   const checkpointTimer =
     store !== undefined
-      ? setInterval(() => {
-          const checkpointers = [...owned.values()].flatMap((x) =>
-            x.checkpointer && !x.dropped ? [x.checkpointer] : [],
-          );
-          void Promise.all(checkpointers.map((c) => c.checkpoint())).then(() => {
-            const ok = checkpointers.every((c) => c.healthy);
-            if (ok !== checkpointsOk) post({ op: 'checkpoints', ok });
-            checkpointsOk = ok;
-          });
-        }, o.checkpointIntervalMs)
+      ? setInterval(
+          () => {
+            const own = owned.get(checkpointTurn++ % o.partitions);
+            if (own?.checkpointer === undefined || own.dropped) return;
+            void own.checkpointer.checkpoint().then(() => {
+              const ok = [...owned.values()].every(
+                (x) => x.dropped || x.checkpointer === undefined || x.checkpointer.healthy,
+              );
+              if (ok !== checkpointsOk) post({ op: 'checkpoints', ok });
+              checkpointsOk = ok;
+            });
+          },
+          Math.max(1, o.checkpointIntervalMs / o.partitions),
+        )
       : undefined;
   const seqsTimer =
     store !== undefined
