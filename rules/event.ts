@@ -23,7 +23,10 @@ export interface ParsedEvent {
   readonly id: string | undefined;
   /** The event holds a hostile object (see `hasHostileObject`): conditions are evaluated exhaustively. */
   readonly hostile: boolean;
-  /** The JSON text parsed, when the payload was text or bytes (undefined for an object). */
+  /**
+   * The JSON text parsed, when the payload was bytes or well-formed text: an exact copy of the
+   * event, as UTF-8 carries it (a lone surrogate would not survive a store). Otherwise undefined.
+   */
   readonly text: string | undefined;
 }
 
@@ -34,6 +37,8 @@ export type ParseEventResult =
 export const MAX_EVENT_DEPTH = 32;
 
 const decoder = new TextDecoder();
+/** `String.prototype.isWellFormed` (Node 20; not in the ES2023 typings). */
+type WellFormed = { isWellFormed(): boolean };
 const encoder = new TextEncoder();
 /** RFC 3339 with an explicit zone: the same instant on every machine, whatever its time zone. */
 const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})$/;
@@ -104,8 +109,10 @@ export function parseEvent(data: unknown, publishTs: number, limits: RuleLimits)
         `event is ${size} bytes, over the limit of ${limits.maxEventBytes}`,
       );
     try {
-      text = typeof data === 'string' ? data : decoder.decode(data);
-      obj = JSON.parse(text);
+      const json = typeof data === 'string' ? data : decoder.decode(data);
+      obj = JSON.parse(json);
+      // Decoded bytes are always well formed (TextDecoder replaces bad sequences).
+      if (typeof data !== 'string' || (data as unknown as WellFormed).isWellFormed()) text = json;
     } catch (e) {
       return fail(InvalidReason.notJson, `event is not JSON: ${(e as Error).message}`);
     }

@@ -86,8 +86,10 @@ export interface Buffered {
   readonly seq: number;
   readonly id: string | undefined;
   /**
-   * The record's key (its subject's), which rules without a `key` field judge the event under;
-   * undefined for an event restored from a v2 checkpoint, which stored its hits instead.
+   * The record's key (its subject's), which rules without a `key` field judge the event under:
+   * checkpoints store it, and restore recomputes the hits from the event. Undefined when the
+   * event came as an object (its JSON copy may judge differently) or from a v2 checkpoint:
+   * checkpoints store its hits instead.
    */
   readonly key: string | undefined;
   readonly event: Readonly<Record<string, unknown>>;
@@ -371,7 +373,9 @@ function onEvent(
       ts,
       seq: rec.seq,
       id,
-      key: rec.key,
+      // Recomputing its hits at restore needs an exact copy of the event: the text it was
+      // parsed from. An object payload keeps its hits.
+      key: parsed.text !== undefined ? rec.key : undefined,
       event,
       text: parsed.text,
       hostile,

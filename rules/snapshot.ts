@@ -176,7 +176,7 @@ function metaText(st: PartitionState, canonical: boolean): string {
       JSON.stringify(b.id ?? null) +
       ',' +
       // A snapshot is canonical (equal states, equal bytes); a restored event has no text.
-      ((canonical ? undefined : b.text) ?? JSON.stringify(b.event)) +
+      ((canonical || b.key === undefined ? undefined : b.text) ?? JSON.stringify(b.event)) +
       ',' +
       b.ruleSet.controlSeq +
       ',' +
@@ -203,9 +203,10 @@ function fieldBase(byLineage: ReadonlyMap<string, KeyState>): number {
     const s = ks.op as SlidingState | undefined;
     if (s?.k !== 's') continue;
     for (let i = s.h; i < s.t.length; i++) {
-      const t = s.t[i];
-      if (!Number.isSafeInteger(t)) return 0;
+      const t = s.t[i] as number;
       base ??= t;
+      // Safe integers of opposite signs can be more than 2^53 apart.
+      if (!Number.isSafeInteger(t) || !Number.isSafeInteger(t - base)) return 0;
     }
   }
   return base ?? 0;
@@ -234,7 +235,10 @@ function opText(op: unknown, base: number): string {
   const s = op as SlidingState;
   if (s.k !== 's') return JSON.stringify(opToJSON(op)) ?? 'null';
   const h = s.h;
-  let out = '{"k":"s","t":' + (numberList(s.t, h, base) as string);
+  const t = numberList(s.t, h, base);
+  // A timestamp that is not finite (possible only through the API): as v2 wrote it (base is 0).
+  if (t === undefined) return JSON.stringify(opToJSON(op)) ?? 'null';
+  let out = '{"k":"s","t":' + t;
   if (s.sums) out += ',"sums":true';
   if (s.v.length > h) out += ',"v":' + (numberList(s.v, h, 0) ?? JSON.stringify(s.v.slice(h)));
   if (s.f > h) out += ',"f":' + (s.f - h);

@@ -1,12 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import {
   applyControl,
+  checkpointParts,
   createPartition,
   DEFAULT_LIMITS,
   emptyRuleSet,
   parseEvent,
   processRecord,
   restorePartition,
+  restorePartitionParts,
   snapshotPartition,
   validateControl,
 } from '../../rules/index.js';
@@ -249,5 +251,77 @@ describe('review regressions', () => {
     const f = new Feed(rs);
     f.event({ type: 'p', a: 'y', ts: 1 });
     expect(f.alerts).toEqual([]);
+  });
+
+  // Found in review of checkpoint format v3 (buffered events with their record key, hits recomputed).
+  const counting = (id: string, on: string, when?: unknown) =>
+    ({
+      id,
+      on: [on],
+      ...(when === undefined ? {} : { when }),
+      pattern: { kind: 'threshold', aggregate: 'count', window: 1000, operator: '>=', value: 1 },
+    }) as never;
+
+  it('an event given as an object keeps the verdicts made at arrival through a checkpoint', () => {
+    const rs = ruleSetOf(
+      upsert(
+        counting('hot', 'reading', { all: [{ fact: 'temp', operator: 'greaterThan', value: 5 }] }),
+      ),
+    );
+    // JSON cannot carry this value: recomputing from the stored copy would judge it otherwise.
+    const data = { type: 'reading', temp: { toString: () => '7' } };
+    const live = createPartition(rs, { partition: 0, outOfOrderMs: 50 });
+    processRecord(live, { kind: 'event', seq: 1, key: 'k', publishTs: 100, data });
+    const parts = checkpointParts(live, true);
+    const restored = restorePartitionParts(parts.meta, parts.upserts, () => rs, {
+      outOfOrderMs: 50,
+    });
+    const tick = { kind: 'tick', seq: 2, ts: 500 } as const;
+    expect(processRecord(restored, tick).alerts.length).toBe(1);
+    expect(processRecord(live, tick).alerts.length).toBe(1);
+  });
+
+  it('a text event with a lone surrogate is stored escaped, so it survives a UTF-8 store', () => {
+    const rs = ruleSetOf(
+      upsert(counting('r', 'x', { all: [{ fact: 's', operator: 'equal', value: '\ud800' }] })),
+    );
+    const live = createPartition(rs, { partition: 0, outOfOrderMs: 50 });
+    processRecord(live, {
+      kind: 'event',
+      seq: 1,
+      key: 'k',
+      publishTs: 100,
+      data: '{"type":"x","s":"\ud800"}',
+    });
+    const parts = checkpointParts(live, true);
+    const viaRedis = Buffer.from(parts.meta, 'utf8').toString('utf8');
+    const restored = restorePartitionParts(viaRedis, parts.upserts, () => rs, {
+      outOfOrderMs: 50,
+    });
+    expect(processRecord(restored, { kind: 'tick', seq: 2, ts: 500 }).alerts.length).toBe(1);
+  });
+
+  it('window timestamps more than 2^53 apart are stored exactly (no offsets from a base)', () => {
+    const rs = ruleSetOf({ op: 'replace-all', rules: [counting('ra', 'a'), counting('rb', 'b')] });
+    const live = createPartition(rs, { partition: 0 });
+    processRecord(live, {
+      kind: 'event',
+      seq: 1,
+      key: 'k',
+      publishTs: -(2 ** 52) - 1,
+      data: '{"type":"a"}',
+    });
+    processRecord(live, {
+      kind: 'event',
+      seq: 2,
+      key: 'k',
+      publishTs: 2 ** 52 + 2,
+      data: '{"type":"b"}',
+    });
+    processRecord(live, { kind: 'tick', seq: 3, ts: 2 ** 52 + 5 });
+    expect(live.states.get('k')?.size).toBe(2);
+    const parts = checkpointParts(live, true);
+    const restored = restorePartitionParts(parts.meta, parts.upserts, () => rs, {});
+    expect(snapshotPartition(restored)).toEqual(snapshotPartition(live));
   });
 });
