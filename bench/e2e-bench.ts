@@ -14,7 +14,8 @@
  *     reply inbox for the JetStream acks, a window of acks in flight).
  *  2. (a) ceiling: 16 bare ordered consumers, one per partition, drain the stream.
  *  3. (b) the service (W = cores workers) drains the stream with the rules in force.
- *  4. (c) activation latency of rule changes while a producer keeps the service at ~50% load.
+ *  4. (c) activation latency of rule changes while a producer keeps the service at ~50% load:
+ *     of its capacity with that producer on the same cores, found by stepping the rate up first.
  *
  * Progress goes to stdout; the last line of output is one JSON object with every figure (with an
  * `error` field, and exit code 1, when the run fails part-way). Everything started is stopped.
@@ -82,8 +83,12 @@ const FILL_WINDOW = 2000;
 /** Control messages of the activation measurement, and the time between them. */
 const CONTROLS = QUICK ? 20 : 40;
 const CONTROL_SPACING_MS = 250;
-/** Share of the service's measured drain rate the producer keeps up during (c). */
+/** Share of the service's capacity (with a producer beside it, see (c)'s ramp) the producer keeps up during (c). */
 const LOAD_SHARE = 0.5;
+/** How long each rate of (c)'s ramp runs (the ramp finds the capacity with a producer beside the service). */
+const RAMP_STEP_MS = QUICK ? 1500 : 3000;
+/** After a step, the time the service has to read the records of the step (the rest counts as not kept up with). */
+const RAMP_GRACE_MS = 300;
 /**
  * How often the pool's activation log is read while waiting for an activation. It lives in the
  * service's main thread (workers report each marker they apply), so reading it costs the workers
@@ -741,15 +746,42 @@ async function main(): Promise<void> {
   //    (stored in CONTROL → marker applied) in vigil_activation_seconds; the histogram's change
   //    across one control message holds exactly its 16 observations, and its slowest partition is
   //    the message's activation time (to the resolution of the buckets).
-  // Half of (b)'s rate with start-up included: the lower of the two estimates of the capacity.
-  const loadRate = Math.max(100, Math.round(LOAD_SHARE * serviceRate));
-  const producer = steadyProducer(nc, next, EVENTS, loadRate);
+  // The producer shares the cores: publishing a record and storing it in EVENTS costs the bench
+  // and nats-server CPU that the service no longer has. So (c) first finds the capacity with a
+  // producer beside it: the producer steps up by 1/8 of (b)'s rate (to 12/8), RAMP_STEP_MS a step, until
+  // the service has read less than 99% of a step's records RAMP_GRACE_MS after the step; (c) runs at LOAD_SHARE of
+  // the last rate it kept up with.
+  let rampPublished = 0;
+  let capacityUnderLoad = 0;
+  const ramp: { rate: number; keptUp: number }[] = [];
+  for (let step = 1; step <= 12; step++) {
+    const rate = Math.max(100, Math.round((serviceRate * step) / 8));
+    const before = sumOf(await readMetrics(service), 'vigil_events_total');
+    const stepProducer = steadyProducer(nc, next, EVENTS + rampPublished, rate);
+    await sleep(RAMP_STEP_MS);
+    const p = await stepProducer.stop();
+    rampPublished += p.published;
+    // A service that keeps up has read the step's records a moment after the last one.
+    await sleep(RAMP_GRACE_MS);
+    const read = sumOf(await readMetrics(service), 'vigil_events_total') - before;
+    const keptUp = read / Math.max(1, p.published);
+    ramp.push({ rate, keptUp: round(keptUp, 3) });
+    if (keptUp < 0.99) break;
+    capacityUnderLoad = rate;
+  }
+  capacityUnderLoad = Math.max(capacityUnderLoad, ramp[0]?.rate ?? 100);
+  Object.assign(result, { capacityUnderLoadEventsPerSec: capacityUnderLoad, loadRamp: ramp });
+  const loadRate = Math.max(100, Math.round(LOAD_SHARE * capacityUnderLoad));
+  log(
+    `(c) ramp (${RAMP_STEP_MS / 1000} s a step, share of its records read ${RAMP_GRACE_MS} ms after it): ${ramp.map((r) => `${fmt(r.rate)}/s ${r.keptUp}`).join(', ')}: capacity with a producer ≈ ${fmt(capacityUnderLoad)}/s`,
+  );
+  const producer = steadyProducer(nc, next, EVENTS + rampPublished, loadRate);
   let producerStopped = false;
   onCleanup('the producer', async () => {
     if (!producerStopped) await producer.stop().catch(() => undefined);
   });
   log(
-    `(c) producer at ${fmt(loadRate)} events/s (${LOAD_SHARE * 100}% of ${fmt(serviceRate)}/s); ${CONTROLS} rule changes ${CONTROL_SPACING_MS} ms apart (at most ${ACTIVATION_BUDGET_MS / 1000} s)`,
+    `(c) producer at ${fmt(loadRate)} events/s (${LOAD_SHARE * 100}% of ${fmt(capacityUnderLoad)}/s); ${CONTROLS} rule changes ${CONTROL_SPACING_MS} ms apart (at most ${ACTIVATION_BUDGET_MS / 1000} s)`,
   );
   await sleep(QUICK ? 1000 : 2000);
   const probeRule = rules.find((r) => r.pattern !== undefined) as Rule;
