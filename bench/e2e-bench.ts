@@ -753,6 +753,7 @@ async function main(): Promise<void> {
   // the last rate it kept up with.
   let rampPublished = 0;
   let capacityUnderLoad = 0;
+  const rampStart = sumOf(await readMetrics(service), 'vigil_events_total');
   const ramp: { rate: number; keptUp: number }[] = [];
   for (let step = 1; step <= 12; step++) {
     const rate = Math.max(100, Math.round((serviceRate * step) / 8));
@@ -770,6 +771,14 @@ async function main(): Promise<void> {
     capacityUnderLoad = rate;
   }
   capacityUnderLoad = Math.max(capacityUnderLoad, ramp[0]?.rate ?? 100);
+  // The step it could not keep up with left a backlog: (c) starts once it is read.
+  await waitFor(
+    async () =>
+      sumOf(await readMetrics(service), 'vigil_events_total') - rampStart >= rampPublished,
+    60_000,
+    "the service to read the ramp's records",
+    () => 200,
+  );
   Object.assign(result, { capacityUnderLoadEventsPerSec: capacityUnderLoad, loadRamp: ramp });
   const loadRate = Math.max(100, Math.round(LOAD_SHARE * capacityUnderLoad));
   log(
