@@ -1,13 +1,10 @@
-import { newKeyState, type KeyState } from './cep/host.js';
-import {
-  NO_ENTRIES,
-  rebuildFront,
-  type SlidingState,
-  type TumblingState,
-} from './cep/threshold.js';
-import { refsFromArray, refsToArray, type SequenceState } from './cep/sequence.js';
-import type { EventRef } from './types.js';
 import { hasHostileObject } from './compile-condition.js';
+import {
+  decodeKeyStates,
+  encodeKeyStates,
+  keyStatesJSON,
+  type LineageStateJSON,
+} from './key-state-json.js';
 import { SnapshotError } from './errors.js';
 import {
   createPartition,
@@ -29,8 +26,6 @@ const FORMAT_V2 = 'vigil.partition.v2';
 /** State by lineage, one field per rule and key: still restored, see {@link restoreV1Fields}. */
 const FORMAT_V1 = 'vigil.partition.v1';
 
-/** One lineage's state of a key. */
-type LineageStateJSON = [lineage: string, sup: number | null, op: unknown];
 type HitJSON = [ruleId: string, key: string, trigger: 0 | 1, expected: 0 | 1];
 /** v3: the record key (hits are recomputed); v2, or v3 for an event restored from v2: the hits. */
 type BufferedJSON = [
@@ -58,88 +53,6 @@ interface MetaJSON {
 
 interface PartitionJSON extends MetaJSON {
   states: [key: string, lineages: LineageStateJSON[]][];
-}
-
-/** Non-finite numbers as strings: JSON would turn them into null. */
-const enc = (x: number): number | string => (Number.isFinite(x) ? x : String(x));
-const dec = (x: unknown): number => (typeof x === 'string' ? Number(x) : (x as number));
-
-function opToJSON(op: unknown): unknown {
-  const s = op as SlidingState | TumblingState | SequenceState | undefined;
-  if (s?.k === 's') {
-    // Stored compacted (head at 0). The two-stack sums are not stored: restore recomputes them
-    // from the values in the same order, which gives the very same numbers (non-finite ones too).
-    return {
-      k: 's',
-      sums: s.sums,
-      t: s.t.slice(s.h),
-      v: s.v.slice(s.h),
-      f: Math.max(0, s.f - s.h),
-      mn: s.mn.map((i) => i - s.h),
-      mx: s.mx.map((i) => i - s.h),
-      d: s.d ? [...s.d] : null,
-    };
-  }
-  if (s?.k === 't')
-    return { ...s, d: s.d ? [...s.d] : null, min: enc(s.min), max: enc(s.max), sum: enc(s.sum) };
-  if (s?.k === 'q') return { ...s, pm: s.pm.map((m) => ({ ...m, refs: refsToArray(m.refs) })) };
-  return op;
-}
-
-/** Restored empty arrays share {@link NO_ENTRIES}, as new windows do. */
-const orNone = <T>(a: T[]): T[] => (a.length === 0 ? NO_ENTRIES : a);
-
-/**
- * A keyed state's operator state from its JSON. Sliding windows: v2 writes every part and absolute
- * timestamps; v3 fields leave empty parts out and write timestamps as offsets from `base`.
- */
-function opFromJSON(op: unknown, base: number): unknown {
-  const s = op as Record<string, unknown> | null | undefined;
-  if (s === null || s === undefined) return undefined;
-  if (s.k === 's') {
-    const t = s.t as number[];
-    if (base !== 0) for (let i = 0; i < t.length; i++) t[i] = (t[i] as number) + base;
-    const v = orNone((s.v ?? NO_ENTRIES) as unknown[]);
-    const d = (s.d ?? null) as [string, number][] | null;
-    const state: SlidingState = {
-      k: 's',
-      h: 0,
-      t: orNone(t),
-      v,
-      sums: s.sums === true,
-      f: (s.f as number | undefined) ?? 0,
-      fs: NO_ENTRIES,
-      fs0: 0,
-      bs: 0,
-      mn: orNone((s.mn ?? NO_ENTRIES) as number[]),
-      mx: orNone((s.mx ?? NO_ENTRIES) as number[]),
-      d: d === null ? undefined : new Map(d),
-    };
-    if (state.sums) {
-      // Front suffix sums over [0, f), then the back sum over [f, end) in push order.
-      const f = state.f;
-      rebuildFront(state, f);
-      for (let i = f; i < t.length; i++) state.bs += v[i] as number;
-    }
-    return state;
-  }
-  if (s.k === 't')
-    return {
-      ...s,
-      d: s.d === null ? undefined : new Map(s.d as [string, number][]),
-      min: dec(s.min),
-      max: dec(s.max),
-      sum: dec(s.sum),
-    };
-  if (s.k === 'q')
-    return {
-      ...s,
-      pm: (s.pm as Record<string, unknown>[]).map((m) => ({
-        ...m,
-        refs: refsFromArray(m.refs as EventRef[]),
-      })),
-    };
-  return s;
 }
 
 const num = (x: number): number | null => (Number.isFinite(x) ? x : null);
@@ -186,102 +99,14 @@ function metaText(st: PartitionState, canonical: boolean): string {
   return head.slice(0, -1) + ',"buffer":' + buffer + ']}';
 }
 
-function keyStatesJSON(byLineage: ReadonlyMap<string, KeyState>): LineageStateJSON[] {
-  const out: LineageStateJSON[] = [];
-  for (const [sid, ks] of byLineage) out.push([sid, ks.sup ?? null, opToJSON(ks.op)]);
-  return out;
-}
-
-/**
- * The first timestamp of the key's sliding windows: v3 fields store window timestamps as offsets
- * from it, a few digits instead of thirteen. 0 (absolute timestamps) unless every one is a safe
- * integer, so that `base + (t - base)` gives `t` back exactly.
- */
-function fieldBase(byLineage: ReadonlyMap<string, KeyState>): number {
-  let base: number | undefined;
-  for (const ks of byLineage.values()) {
-    const s = ks.op as SlidingState | undefined;
-    if (s?.k !== 's') continue;
-    for (let i = s.h; i < s.t.length; i++) {
-      const t = s.t[i] as number;
-      base ??= t;
-      // Safe integers of opposite signs can be more than 2^53 apart.
-      if (!Number.isSafeInteger(t) || !Number.isSafeInteger(t - base)) return 0;
-    }
-  }
-  return base ?? 0;
-}
-
-/**
- * One key's states as checkpoint field text, format v3: `[base, [lineage, sup, state], …]`.
- * Sliding windows are written compacted (head at 0), their timestamps as offsets from `base`,
- * and leave out what is empty (values of `count`, deques, distinct map, `f` at 0, `sums` when
- * false). Most keys hold windows of one entry, and that is most of their size; checkpoints
- * write one of these per changed key, so this is most of their cost. Written directly, without
- * building intermediate objects and slices; restore parses it with `JSON.parse`.
- */
-function encodeKeyStates(byLineage: ReadonlyMap<string, KeyState>): string {
-  const base = fieldBase(byLineage);
-  let out = '[' + base;
-  for (const [sid, ks] of byLineage) {
-    // Lineage ids are rule ids ([A-Za-z0-9_-]) and a sequence: nothing to escape.
-    out += ',["' + sid + '",' + (ks.sup ?? 'null') + ',' + opText(ks.op, base) + ']';
-  }
-  return out + ']';
-}
-
-function opText(op: unknown, base: number): string {
-  if (op === undefined) return 'null';
-  const s = op as SlidingState;
-  if (s.k !== 's') return JSON.stringify(opToJSON(op)) ?? 'null';
-  const h = s.h;
-  const t = numberList(s.t, h, base);
-  // A timestamp that is not finite (possible only through the API): as v2 wrote it (base is 0).
-  if (t === undefined) return JSON.stringify(opToJSON(op)) ?? 'null';
-  let out = '{"k":"s","t":' + t;
-  if (s.sums) out += ',"sums":true';
-  if (s.v.length > h) out += ',"v":' + (numberList(s.v, h, 0) ?? JSON.stringify(s.v.slice(h)));
-  if (s.f > h) out += ',"f":' + (s.f - h);
-  if (s.mn.length > 0) out += ',"mn":' + (numberList(s.mn, 0, h) as string);
-  if (s.mx.length > 0) out += ',"mx":' + (numberList(s.mx, 0, h) as string);
-  if (s.d !== undefined && s.d.size > 0) out += ',"d":' + JSON.stringify([...s.d]);
-  return out + '}';
-}
-
-/** `JSON.stringify(a.slice(from).map((x) => x - minus))` for finite numbers; undefined for anything else. */
-function numberList(a: readonly unknown[], from: number, minus: number): string | undefined {
-  let out = '[';
-  for (let i = from; i < a.length; i++) {
-    const x = a[i];
-    if (typeof x !== 'number' || !Number.isFinite(x)) return undefined;
-    out += (i === from ? '' : ',') + (x - minus);
-  }
-  return out + ']';
-}
-
-/**
- * Puts one key's states (all its lineages) into a partition being restored, from a v3 field
- * (`[base, [lineage, sup, state], …]`) or a v2 one (`[[lineage, sup, state], …]`).
- */
+/** Puts one key's states into a partition being restored (see {@link decodeKeyStates}). */
 function restoreKey(
   st: PartitionState,
   key: string,
   field: readonly (LineageStateJSON | number)[],
 ): void {
-  const v3 = Array.isArray(field) && typeof field[0] === 'number';
-  const base = v3 ? (field[0] as number) : 0;
-  const from = v3 ? 1 : 0;
-  if (!Array.isArray(field) || field.length <= from)
-    throw new SnapshotError(`keyed state of "${key}" is not a list of [lineage, sup, state]`);
-  const byLineage = new Map<string, KeyState>();
-  for (let i = from; i < field.length; i++) {
-    const lineage = field[i];
-    if (!Array.isArray(lineage))
-      throw new SnapshotError(`keyed state of "${key}" is not a list of [lineage, sup, state]`);
-    const [sid, sup, op] = lineage;
-    byLineage.set(sid, newKeyState(sup ?? undefined, opFromJSON(op, base)));
-    st.lineageKeys.set(sid, (st.lineageKeys.get(sid) ?? 0) + 1);
-  }
+  const byLineage = decodeKeyStates(key, field);
+  for (const sid of byLineage.keys()) st.lineageKeys.set(sid, (st.lineageKeys.get(sid) ?? 0) + 1);
   st.states.set(key, byLineage);
 }
 
