@@ -13,6 +13,7 @@ import { alertId } from './alert.js';
 import type { CompiledRule } from './compile-rule.js';
 import { RuleEvaluationError } from './errors.js';
 import { parseEvent, type InvalidReason } from './event.js';
+import { decodeKeyStatesText } from './key-state-json.js';
 import { DEFAULT_LIMITS, type RuleLimits } from './limits.js';
 import type { RuleSet } from './rule-set.js';
 import type { Alert, EventRef } from './types.js';
@@ -135,7 +136,14 @@ export interface PartitionState {
    * one key in several rules: a checkpoint then writes one field per changed key.
    */
   readonly states: Map<string, Map<string, KeyState>>;
-  /** How many keys hold state in each lineage. */
+  /**
+   * Keyed state restored from a checkpoint and not touched since, as the field text it was read
+   * as: key → text. A key is decoded into `states` when the partition first needs it, so a
+   * restored partition reads again as soon as its checkpoint is read. A key is in `states` or
+   * here, never both.
+   */
+  readonly raw: Map<string, string>;
+  /** How many decoded keys hold state in each lineage. */
   readonly lineageKeys: Map<string, number>;
   readonly timers: Heap<Timer>;
   timerN: number;
@@ -164,6 +172,7 @@ export function createPartition(ruleSet: RuleSet, options: PartitionOptions): Pa
     hitCounts: new Map(),
     dirty: new Set(),
     states: new Map(),
+    raw: new Map(),
     lineageKeys: new Map(),
     timers: new Heap(timerOrder),
     timerN: 0,
@@ -183,8 +192,30 @@ function newResult(): ProcessResult {
   };
 }
 
+/** Decodes a key restored from a checkpoint into `states` (see `PartitionState.raw`). */
+function decodeRaw(st: PartitionState, key: string): Map<string, KeyState> | undefined {
+  const text = st.raw.get(key);
+  if (text === undefined) return undefined;
+  const byLineage = decodeKeyStatesText(key, text);
+  st.raw.delete(key);
+  for (const sid of byLineage.keys()) st.lineageKeys.set(sid, (st.lineageKeys.get(sid) ?? 0) + 1);
+  st.states.set(key, byLineage);
+  return byLineage;
+}
+
+/** A key's states, decoded first if it was restored and not touched since. */
+function statesOf(st: PartitionState, key: string): Map<string, KeyState> | undefined {
+  const byLineage = st.states.get(key);
+  return byLineage !== undefined || st.raw.size === 0 ? byLineage : decodeRaw(st, key);
+}
+
+/** Decodes every key restored and not touched since: for whole snapshots and counts. */
+export function decodeAllKeys(st: PartitionState): void {
+  for (const key of [...st.raw.keys()]) decodeRaw(st, key);
+}
+
 function keyState(st: PartitionState, rule: CompiledRule, key: string): KeyState {
-  let byLineage = st.states.get(key);
+  let byLineage = statesOf(st, key);
   if (byLineage === undefined) st.states.set(key, (byLineage = new Map()));
   let ks = byLineage.get(rule.sid);
   if (ks === undefined) {
@@ -198,7 +229,7 @@ function keyState(st: PartitionState, rule: CompiledRule, key: string): KeyState
 
 /** Removes one key's state in one lineage (the key is already marked dirty by whoever touched it). */
 function deleteKeyState(st: PartitionState, sid: string, key: string): void {
-  const byLineage = st.states.get(key);
+  const byLineage = statesOf(st, key);
   if (byLineage === undefined || !byLineage.delete(sid)) return;
   if (byLineage.size === 0) st.states.delete(key);
   const n = (st.lineageKeys.get(sid) ?? 1) - 1;
@@ -208,6 +239,11 @@ function deleteKeyState(st: PartitionState, sid: string, key: string): void {
 
 /** Drops a whole lineage, marking each of its keys for rewriting at the next checkpoint. */
 function dropLineage(st: PartitionState, sid: string): void {
+  // Restored keys that may hold the lineage are decoded first (lineage ids are quoted in the text).
+  if (st.raw.size > 0) {
+    const quoted = `"${sid}"`;
+    for (const [key, text] of [...st.raw]) if (text.includes(quoted)) decodeRaw(st, key);
+  }
   if (!st.lineageKeys.has(sid)) return;
   // A rare step (a rule deleted or reset): a walk over every key is fine here.
   for (const [key, byLineage] of st.states) {
@@ -220,11 +256,13 @@ function dropLineage(st: PartitionState, sid: string): void {
 
 /** The lineages that hold keyed state, e.g. `["velocity@3"]`. */
 export function stateLineages(st: PartitionState): string[] {
+  decodeAllKeys(st);
   return [...st.lineageKeys.keys()];
 }
 
 /** How many (key, lineage) states the partition holds. */
 export function keyedStateCount(st: PartitionState): number {
+  decodeAllKeys(st);
   let n = 0;
   for (const c of st.lineageKeys.values()) n += c;
   return n;
@@ -487,7 +525,7 @@ function fireTimers(st: PartitionState, upTo: number, h: OperatorHost): void {
     const rule = lineageRule(st, t.ruleId, t.epoch);
     // A deleted or reset lineage has no state left; a paused rule's due state is dropped without alerts.
     if (rule === undefined) continue;
-    const ks = st.states.get(t.key)?.get(rule.sid);
+    const ks = statesOf(st, t.key)?.get(rule.sid);
     if (ks === undefined) continue;
     st.dirty.add(t.key);
     const p = rule.pattern;
@@ -499,9 +537,14 @@ function fireTimers(st: PartitionState, upTo: number, h: OperatorHost): void {
   }
 }
 
-/** Drops keyed state of lineages that no rule set in use refers to any more (deleted or reset rules). */
-function collectLineages(st: PartitionState): void {
-  for (const sid of [...st.lineageKeys.keys()])
+/**
+ * Drops keyed state of lineages that no rule set in use refers to any more (deleted or reset
+ * rules). Lineages with state are always the previous rule set's or ones buffered hits wait for,
+ * so those cover the restored keys not decoded yet too.
+ */
+function collectLineages(st: PartitionState, previous: RuleSet): void {
+  const held = st.raw.size > 0 ? new Set([...st.lineageKeys.keys(), ...previous.stateIds]) : null;
+  for (const sid of held ?? [...st.lineageKeys.keys()])
     if (!st.ruleSet.stateIds.has(sid) && !st.hitCounts.has(sid)) dropLineage(st, sid);
 }
 
@@ -512,9 +555,10 @@ function onMarker(
 ): void {
   // A marker for a control sequence already in force (a duplicate, or one written twice during a handoff) changes nothing.
   if (rec.ruleSet.controlSeq <= st.ruleSet.controlSeq) return;
+  const previous = st.ruleSet;
   st.ruleSet = rec.ruleSet;
   out.applied = rec.ruleSet.controlSeq;
-  collectLineages(st);
+  collectLineages(st, previous);
 }
 
 /**

@@ -8,6 +8,7 @@ import {
 import { SnapshotError } from './errors.js';
 import {
   createPartition,
+  decodeAllKeys,
   tag,
   type Buffered,
   type Hit,
@@ -119,6 +120,7 @@ const byFirst = <T extends readonly [string, ...unknown[]]>(a: T, b: T): number 
  * control sequence, and {@link restorePartition} asks for them by sequence.
  */
 export function snapshotPartition(st: PartitionState): Uint8Array {
+  decodeAllKeys(st);
   // Canonical (sorted) order: equal states give equal bytes, whatever order keys were touched in.
   const states = [...st.states]
     .map(([key, byLineage]): [string, LineageStateJSON[]] => [
@@ -157,6 +159,8 @@ export function checkpointParts(st: PartitionState, full = false): CheckpointPar
   st.dirty.clear();
   if (full) {
     for (const [key, byLineage] of st.states) upserts.push([key, encodeKeyStates(byLineage)]);
+    // Keys restored and not touched since: their state is the text read.
+    for (const [key, text] of st.raw) upserts.push([key, text]);
   } else {
     for (const key of changed) {
       const byLineage = st.states.get(key);
@@ -329,41 +333,8 @@ export function restorePartitionParts(
     restoreV1Fields(st, fields);
     return st;
   }
-  // Fields come in no particular order from a store, and that is fine: nothing a partition
-  // produces depends on the order of its keyed-state map (snapshots sort it).
-  // Parsed a few thousand fields at a time, as one JSON array: one parse of a big text costs far
-  // less than thousands of small ones. A batch that fails is parsed field by field, to name the key.
-  let keys: string[] = [];
-  let values: string[] = [];
-  const flush = (): void => {
-    let batch: LineageStateJSON[][] | undefined;
-    try {
-      batch = JSON.parse(`[${values.join(',')}]`) as LineageStateJSON[][];
-      // Every field holds one list: anything else (a damaged field) is parsed on its own below.
-      if (batch.length !== keys.length || !batch.every(Array.isArray)) batch = undefined;
-    } catch {
-      batch = undefined;
-    }
-    for (let i = 0; i < keys.length; i++) {
-      const key = keys[i] as string;
-      let lineages = batch?.[i];
-      if (batch === undefined) {
-        try {
-          lineages = JSON.parse(values[i] as string) as LineageStateJSON[];
-        } catch (e) {
-          throw new SnapshotError(`checkpointed state of key "${key}" is not JSON`, e);
-        }
-      }
-      restoreKey(st, key, lineages as LineageStateJSON[]);
-    }
-    keys = [];
-    values = [];
-  };
-  for (const [key, value] of fields) {
-    keys.push(key);
-    values.push(value);
-    if (keys.length >= 4096) flush();
-  }
-  flush();
+  // Decoded when the partition first touches each key (see PartitionState.raw): the partition
+  // reads again as soon as the fields are read. A damaged field is reported then, naming its key.
+  for (const [key, value] of fields) st.raw.set(key, value);
   return st;
 }

@@ -313,7 +313,7 @@ export async function restoreLoaded(
     // Rule sets read from the store count as reading.
     loadMs: loaded.loadMs + (restoreStarted - started),
     restoreMs: performance.now() - restoreStarted,
-    keys: state.states.size,
+    keys: state.states.size + state.raw.size,
   };
   return { state, offset: stored.offset, timings };
 }

@@ -433,6 +433,16 @@ describe('partition snapshot and restore', () => {
       '[["velocity@1",null,{"k":"s","sums":false,"t":[5],"v":[],"f":0,"mn":[],"mx":[],"d":null}]]';
     const restore = (fields: [string, string][]) =>
       restorePartitionParts(meta, fields, () => rs, {});
+    // Restored keys stay as their text until the partition touches them; counting decodes all.
+    const decoded = (fields: [string, string][]) => {
+      const st = restore(fields);
+      keyedStateCount(st);
+      return st;
+    };
+    const lazy = restore([['a', good]]);
+    expect([lazy.raw.size, lazy.states.size]).toEqual([1, 0]);
+    // Untouched, a key's field is written back as it was read.
+    expect(checkpointParts(lazy, true).upserts).toEqual([['a', good]]);
     expect(
       keyedStateCount(
         restore([
@@ -443,29 +453,29 @@ describe('partition snapshot and restore', () => {
     ).toBe(2);
     // The same state as v3 writes it: timestamps as offsets from the base, empty parts left out.
     const v3 = '[5,["velocity@1",null,{"k":"s","t":[0]}]]';
-    expect(checkpointParts(restore([['a', good]]), true).upserts).toEqual([['a', v3]]);
+    expect(checkpointParts(decoded([['a', good]]), true).upserts).toEqual([['a', v3]]);
     expect(snapshotPartition(restore([['a', v3]]))).toEqual(
       snapshotPartition(restore([['a', good]])),
     );
     // A timestamp that is not an integer (a v2 checkpoint's publish time) is written as it is.
     const fractional = good.replace('[5]', '[5.25]');
-    expect(checkpointParts(restore([['a', fractional]]), true).upserts).toEqual([
+    expect(checkpointParts(decoded([['a', fractional]]), true).upserts).toEqual([
       ['a', '[0,["velocity@1",null,{"k":"s","t":[5.25]}]]'],
     ]);
+    // A damaged field is reported when the key is decoded, naming the key.
     expect(() =>
-      restore([
+      decoded([
         ['a', good],
         ['b', '{oops'],
         ['c', good],
       ]),
     ).toThrow(/key "b" is not JSON/);
-    // Two values in one field would still parse as part of a batch: the count gives it away.
     expect(() =>
-      restore([
+      decoded([
         ['a', good],
         ['b', `${good},${good}`],
       ]),
     ).toThrow(/key "b" is not JSON/);
-    expect(() => restore([['a', '[]']])).toThrow(/keyed state of "a"/);
+    expect(() => decoded([['a', '[]']])).toThrow(/keyed state of "a"/);
   });
 });
