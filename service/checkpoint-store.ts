@@ -22,6 +22,8 @@ export interface StoredCheckpoint {
  */
 export interface CheckpointStore {
   load(partition: number): Promise<StoredCheckpoint | undefined>;
+  /** The offset of the partition's checkpoint (0: none): one small read, ahead of `load`. */
+  loadOffset(partition: number): Promise<number>;
   save(partition: number, parts: CheckpointParts, fence: number): Promise<void>;
   /** Stores a rule set once per control sequence (a no-op when it is there already). */
   saveRuleSet(json: RuleSetJSON): Promise<void>;
@@ -197,6 +199,10 @@ export class RedisCheckpointStore implements CheckpointStore {
 
   async saveRuleSet(json: RuleSetJSON): Promise<void> {
     await this.redis.set(`${this.prefix}ruleset:${json.controlSeq}`, JSON.stringify(json), 'NX');
+  }
+
+  async loadOffset(partition: number): Promise<number> {
+    return Number((await this.redis.hget(this.keys(partition)[0], 'offset')) ?? 0) || 0;
   }
 
   async loadRuleSet(controlSeq: number): Promise<RuleSetJSON | undefined> {

@@ -224,6 +224,7 @@ export interface HeldCheckpoint {
  */
 export class CheckpointLoader {
   private readonly ahead = new Map<number, Promise<HeldCheckpoint>>();
+  private readonly offsets = new Map<number, Promise<number>>();
   private active = 0;
   private readonly queue: (() => void)[] = [];
 
@@ -235,6 +236,11 @@ export class CheckpointLoader {
   /** Starts reading `p`'s checkpoint, for a {@link take} to come. */
   prefetch(p: number): void {
     if (this.ahead.has(p)) return;
+    // Sent before the read (and not held back by the limit): on the same connection its reply
+    // comes first, and the partition's consumer can be created while the state is read.
+    const offset = this.store.loadOffset(p);
+    offset.catch(() => undefined);
+    this.offsets.set(p, offset);
     const read = this.read(p);
     // A read that fails is reported to take(); dropped unread, it is no unhandled rejection.
     read.catch(() => undefined);
@@ -245,10 +251,18 @@ export class CheckpointLoader {
   forget(p: number): void {
     const read = this.ahead.get(p);
     this.ahead.delete(p);
+    this.offsets.delete(p);
     void read?.then(
       (h) => h.release(),
       () => undefined,
     );
+  }
+
+  /** The offset of `p`'s checkpoint (0: none), read ahead of the checkpoint itself. */
+  offset(p: number): Promise<number> {
+    const offset = this.offsets.get(p) ?? this.store.loadOffset(p);
+    this.offsets.delete(p);
+    return offset;
   }
 
   /** `p`'s checkpoint: the one read ahead, or a new read. */

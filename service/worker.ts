@@ -270,22 +270,43 @@ async function main(init: WorkerInit): Promise<void> {
     owned.set(p, own);
     void markers.add(p, () => owned.get(p) === own && !own.dropped);
     const restoreStarted = performance.now();
-    const held = await loader?.take(p);
-    const loaded = held?.loaded;
-    let restored: Awaited<ReturnType<typeof restoreLoaded>> | undefined;
-    let source: EventSource;
+    // The consumer is created while the checkpoint is read and the state rebuilt: one waits on
+    // NATS, the others on Redis and this thread. It starts after the checkpoint's offset, read
+    // first; no one else can move the checkpoint while this owner holds the lease, and if it
+    // moved anyway the consumer is made again below.
+    const early = (await loader?.offset(p)) ?? 0;
     const consumerStarted = performance.now();
     let consumerMs = 0;
-    try {
-      if (own.dropped) return;
-      // The consumer is created while the state is rebuilt: one waits on NATS, the other holds
-      // this thread. The request goes out before the restore starts.
-      const creating = jetStreamPartitionSource(js, p, (loaded?.stored.offset ?? 0) + 1);
+    const create = (from: number): Promise<EventSource> => {
+      const c = jetStreamPartitionSource(js, p, from + 1);
       // Its failure surfaces below, when it is awaited.
-      void creating.then(
+      void c.then(
         () => (consumerMs = performance.now() - consumerStarted),
         () => undefined,
       );
+      return c;
+    };
+    let creating = create(early);
+    let held: Awaited<ReturnType<CheckpointLoader['take']>> | undefined;
+    try {
+      held = await loader?.take(p);
+    } catch (e) {
+      void creating.then((x) => x.stop()).catch(() => undefined);
+      throw e;
+    }
+    const loaded = held?.loaded;
+    let restored: Awaited<ReturnType<typeof restoreLoaded>> | undefined;
+    let source: EventSource;
+    try {
+      if (own.dropped) {
+        void creating.then((x) => x.stop()).catch(() => undefined);
+        return;
+      }
+      const offset = loaded?.stored.offset ?? 0;
+      if (offset !== early) {
+        void creating.then((x) => x.stop()).catch(() => undefined);
+        creating = create(offset);
+      }
       try {
         restored =
           store && loaded
