@@ -198,9 +198,18 @@ function decodeRaw(st: PartitionState, key: string): Map<string, KeyState> | und
   if (text === undefined) return undefined;
   const byLineage = decodeKeyStatesText(key, text);
   st.raw.delete(key);
+  putKeyStates(st, key, byLineage);
+  return byLineage;
+}
+
+/** Puts a key's decoded states (every lineage of the key) into the partition. */
+export function putKeyStates(
+  st: PartitionState,
+  key: string,
+  byLineage: Map<string, KeyState>,
+): void {
   for (const sid of byLineage.keys()) st.lineageKeys.set(sid, (st.lineageKeys.get(sid) ?? 0) + 1);
   st.states.set(key, byLineage);
-  return byLineage;
 }
 
 /** A key's states, decoded first if it was restored and not touched since. */
@@ -242,7 +251,9 @@ function dropLineage(st: PartitionState, sid: string): void {
   // Restored keys that may hold the lineage are decoded first (lineage ids are quoted in the text).
   if (st.raw.size > 0) {
     const quoted = `"${sid}"`;
-    for (const [key, text] of [...st.raw]) if (text.includes(quoted)) decodeRaw(st, key);
+    const holding: string[] = [];
+    for (const [key, text] of st.raw) if (text.includes(quoted)) holding.push(key);
+    for (const key of holding) decodeRaw(st, key);
   }
   if (!st.lineageKeys.has(sid)) return;
   // A rare step (a rule deleted or reset): a walk over every key is fine here.

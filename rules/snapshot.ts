@@ -9,6 +9,7 @@ import { SnapshotError } from './errors.js';
 import {
   createPartition,
   decodeAllKeys,
+  putKeyStates,
   tag,
   type Buffered,
   type Hit,
@@ -106,9 +107,7 @@ function restoreKey(
   key: string,
   field: readonly (LineageStateJSON | number)[],
 ): void {
-  const byLineage = decodeKeyStates(key, field);
-  for (const sid of byLineage.keys()) st.lineageKeys.set(sid, (st.lineageKeys.get(sid) ?? 0) + 1);
-  st.states.set(key, byLineage);
+  putKeyStates(st, key, decodeKeyStates(key, field));
 }
 
 const byFirst = <T extends readonly [string, ...unknown[]]>(a: T, b: T): number =>
