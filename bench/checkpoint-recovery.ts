@@ -1,13 +1,13 @@
 /**
  * The recovery phase of `npm run bench:checkpoint`: recovery of a real service process after
  * `kill -9`, as the issue asks for it. Its own nats-server and redis-server (random ports, a temp
- * folder), a service process started as `service/main.ts` runs in production (default partitions
- * and workers, checkpoints every 1 s), one sliding-window rule, one event per key until the
- * service holds `keys` keys of window state, a checkpoint covering every event (read from Redis),
- * then SIGKILL, a fresh process, and the times to ready, to every partition running and to the
- * first judged events.
+ * folder), a service process started as production runs it (compiled: `dist/service/main.js`;
+ * default partitions and workers, checkpoints every 1 s), one sliding-window rule, one event per
+ * key until the service holds `keys` keys of window state, a checkpoint covering every event
+ * (read from Redis), then SIGKILL, a fresh process, and the times to ready, to every partition
+ * running and to the first judged events.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -64,7 +64,10 @@ function cpuOf(pid: number | undefined): number {
   return (Number(f[11]) + Number(f[12])) / 100;
 }
 
-/** A service process, started as `service/main.ts` runs in production; its output lines are timed. */
+/**
+ * A service process, started as production runs it: the compiled `dist/service/main.js`
+ * ({@link measureServiceRecovery} builds it first); its output lines are timed.
+ */
 class ServiceProcess {
   readonly child: ChildProcess;
   readonly spawnedAt = Date.now();
@@ -72,11 +75,15 @@ class ServiceProcess {
   private partial = '';
 
   constructor(env: Record<string, string>, nodeArgs: readonly string[] = []) {
-    this.child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', 'service/main.ts'], {
-      cwd: root,
-      env: { ...process.env, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    this.child = spawn(
+      process.execPath,
+      [...nodeArgs, '--enable-source-maps', 'dist/service/main.js'],
+      {
+        cwd: root,
+        env: { ...process.env, ...env },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     const onData = (c: Buffer): void => {
       const at = Date.now();
       const parts = (this.partial + c.toString()).split('\n');
@@ -240,6 +247,11 @@ export async function measureServiceRecovery(o: RecoveryOptions): Promise<Record
   process.once('exit', onExit);
   let nc: NatsConnection | undefined;
   try {
+    const built = spawnSync(process.execPath, ['scripts/build.mjs', '--quiet'], {
+      cwd: root,
+      stdio: 'inherit',
+    });
+    if (built.status !== 0) throw new Error('scripts/build.mjs failed: see its output above');
     const nats = await startNats({ dataDir: join(dir, 'nats'), partitions: PARTITIONS });
     servers.push(nats);
     const redis = await startRedis({ dataDir: join(dir, 'redis') });

@@ -1,6 +1,7 @@
 /**
- * The service process: `node --import tsx service/main.ts` (what `npm start -- --no-demo` runs
- * after starting the servers). Settings come from the environment and `VIGIL_CONFIG`.
+ * The service process: `node dist/service/main.js` once `npm run build` has compiled it, or
+ * `node --import tsx service/main.ts` from the sources (what `npm start -- --no-demo` runs after
+ * starting the servers). Settings come from the environment and `VIGIL_CONFIG`.
  */
 import { resolveOptions } from './config.js';
 import { startService } from './service.js';

@@ -4,6 +4,16 @@ import { ActivationLog } from './activation-log.js';
 import type { VigilOptions } from './config.js';
 import type { FromWorker, PartitionStartTimings, ToWorker, WorkerInit } from './worker.js';
 
+/**
+ * Where a worker thread starts. Compiled (dist/, what `npm start` runs) it is worker.js itself;
+ * from the TypeScript sources (tests, `--import tsx`) it is worker-entry.mjs, which registers the
+ * TypeScript loader in the thread (the main thread's loader is not inherited), then loads
+ * worker.ts.
+ */
+const WORKER_ENTRY = import.meta.url.endsWith('.js')
+  ? new URL('./worker.js', import.meta.url)
+  : new URL('./worker-entry.mjs', import.meta.url);
+
 export type Logger = (level: 'info' | 'warn' | 'error', message: string) => void;
 
 interface Slot {
@@ -182,8 +192,7 @@ export class WorkerPool {
       options: this.options,
       partitions: [...s.partitions].map(([partition, token]) => ({ partition, token })),
     };
-    // worker-entry.mjs registers the TypeScript loader in the thread, then loads worker.ts.
-    const w = new Worker(new URL('./worker-entry.mjs', import.meta.url), {
+    const w = new Worker(WORKER_ENTRY, {
       workerData: init,
       resourceLimits: { maxYoungGenerationSizeMb: this.options.workerYoungGenerationMb },
     });

@@ -1,0 +1,39 @@
+// Compiles the service's TypeScript to plain JavaScript under dist/ (same layout as the sources),
+// which is what `npm start`, the Docker image and the recovery benchmark run. Only transpiles:
+// types are checked by `npm run typecheck`. Running compiled JavaScript instead of loading the
+// sources through tsx saves about half a second per thread at start-up, which counts in recovery
+// after a crash (each worker thread loads its modules again). Plain JavaScript, like
+// ensure-deps.mjs, so that it runs without tsx.
+import { readdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { build } from 'esbuild';
+
+const FOLDERS = ['rules', 'service', 'control-plane', 'scripts'];
+
+/** The TypeScript files of a folder and its subfolders (tests live elsewhere). */
+function sources(dir) {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    const path = join(dir, e.name);
+    if (e.isDirectory()) return sources(path);
+    return e.name.endsWith('.ts') && !e.name.endsWith('.d.ts') ? [path] : [];
+  });
+}
+
+const started = Date.now();
+rmSync('dist', { recursive: true, force: true });
+const entryPoints = FOLDERS.flatMap(sources);
+await build({
+  entryPoints,
+  outdir: 'dist',
+  outbase: '.',
+  format: 'esm',
+  platform: 'node',
+  target: 'node20',
+  // Stack traces point into the TypeScript sources when node runs with --enable-source-maps.
+  sourcemap: true,
+  logLevel: 'warning',
+});
+if (!process.argv.includes('--quiet'))
+  console.log(
+    `[vigil] compiled ${entryPoints.length} files to dist/ in ${Date.now() - started} ms`,
+  );
