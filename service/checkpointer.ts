@@ -221,6 +221,12 @@ export interface HeldCheckpoint {
  * restored. A worker handed several partitions at start-up reads them while it still connects to
  * NATS and while the first ones restore; the limit bounds how much checkpoint text is alive at
  * once, since a restore's young-generation collections copy whatever is alive.
+ *
+ * The limit also sets when the first state arrives. Redis runs every command it has read from a
+ * connection before it sends any reply, so eight state reads sent together meant the first
+ * partition's state (and every offset queued behind them) came back only once Redis had built all
+ * eight replies; with 1,000,000 keys on a busy machine that was 2 s after the worker asked. Two
+ * at a time, the first one restores while the next is on its way.
  */
 export class CheckpointLoader {
   private readonly ahead = new Map<number, Promise<HeldCheckpoint>>();
@@ -230,18 +236,22 @@ export class CheckpointLoader {
 
   constructor(
     private readonly store: CheckpointStore,
-    private readonly concurrency = 8,
+    private readonly concurrency = 2,
   ) {}
 
   /** Starts reading `p`'s checkpoint, for a {@link take} to come. */
   prefetch(p: number): void {
     if (this.ahead.has(p)) return;
-    // Sent before the read (and not held back by the limit): on the same connection its reply
-    // comes first, and the partition's consumer can be created while the state is read.
+    // Sent ahead of the read (and not held back by the limit), which waits for its reply: the
+    // partition's consumer can be created from the offset while the state is read, and the
+    // offsets of every partition come back before Redis builds any state reply.
     const offset = this.store.loadOffset(p);
     offset.catch(() => undefined);
     this.offsets.set(p, offset);
-    const read = this.read(p);
+    const read = offset.then(
+      () => this.read(p),
+      () => this.read(p),
+    );
     // A read that fails is reported to take(); dropped unread, it is no unhandled rejection.
     read.catch(() => undefined);
     this.ahead.set(p, read);
