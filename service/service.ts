@@ -32,7 +32,7 @@ export interface ServiceHooks {
 }
 
 /**
- * Starts the worker threads and gives them partitions: with checkpoints on, those this process
+ * Gives the worker threads partitions: with checkpoints on, those this process
  * wins leases for in Redis (shared with the other processes, balanced, moving at run time);
  * with checkpoints off there is no Redis, and one process runs every partition.
  */
@@ -41,7 +41,6 @@ function startOwnership(
   options: VigilOptions,
   log: Logger,
 ): LeaseCoordinator | undefined {
-  pool.start();
   if (options.checkpointIntervalMs === 0) {
     for (let p = 0; p < options.partitions; p++) pool.startPartition(p, 0);
     return undefined;
@@ -85,14 +84,23 @@ export async function startService(
   log: Logger = defaultLog,
   hooks: ServiceHooks = {},
 ): Promise<RunningService> {
-  const nc = await connect({ servers: options.natsUrl, name: 'vigil-setup' });
-  try {
-    await ensureStreams(await jetstreamManager(nc), options.duplicateWindowMs);
-    await verifyMapping(nc, options.partitions);
-  } finally {
-    await nc.close();
-  }
+  // The threads start first: loading their modules takes a while (it counts in recovery after a
+  // crash), and they wait for the streams checked here before they follow CONTROL.
   const pool = new WorkerPool(options, log);
+  pool.start();
+  try {
+    const nc = await connect({ servers: options.natsUrl, name: 'vigil-setup' });
+    try {
+      await ensureStreams(await jetstreamManager(nc), options.duplicateWindowMs);
+      await verifyMapping(nc, options.partitions);
+    } finally {
+      await nc.close();
+    }
+  } catch (e) {
+    await pool.abort();
+    throw e;
+  }
+  pool.streamsReady();
   const ownership = startOwnership(pool, options, log);
   const processMetrics = await startProcessMetrics(pool, options);
   const http = await startHttp(

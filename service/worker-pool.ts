@@ -72,6 +72,7 @@ interface PendingStop {
 export class WorkerPool {
   private readonly slots: Slot[];
   private stopping = false;
+  private streamsChecked = false;
   private nextId = 0;
   private readonly pending = new Map<number, (metrics: unknown) => void>();
   /**
@@ -102,8 +103,24 @@ export class WorkerPool {
     }));
   }
 
+  /**
+   * Starts the worker threads. They load their modules and connect meanwhile, but follow
+   * `CONTROL` (and so become ready) only once {@link streamsReady} says the streams exist.
+   */
   start(): void {
     for (const s of this.slots) this.spawn(s);
+  }
+
+  /** The streams exist: the workers may follow `CONTROL` (and those spawned from now on at once). */
+  streamsReady(): void {
+    this.streamsChecked = true;
+    for (const s of this.slots) s.worker?.postMessage({ op: 'streams-ready' } satisfies ToWorker);
+  }
+
+  /** Ends every worker thread at once, with no restart (a start-up that failed). */
+  async abort(): Promise<void> {
+    this.stopping = true;
+    await Promise.all(this.slots.map((s) => s.worker?.terminate()));
   }
 
   /** Per worker: its partitions and whether it is ready. */
@@ -191,6 +208,7 @@ export class WorkerPool {
       index: s.index,
       options: this.options,
       partitions: [...s.partitions].map(([partition, token]) => ({ partition, token })),
+      streamsReady: this.streamsChecked,
     };
     const w = new Worker(WORKER_ENTRY, {
       workerData: init,

@@ -25,6 +25,11 @@ export interface WorkerInit {
   readonly options: VigilOptions;
   /** Partitions to run from the start (a restarted worker gets its predecessor's). */
   readonly partitions: readonly PartitionGrant[];
+  /**
+   * The streams exist (checked by the main thread). Until they do, or a `streams-ready` message
+   * says so, the worker loads and connects but does not follow `CONTROL`.
+   */
+  readonly streamsReady: boolean;
 }
 
 /** What starting a partition took on its worker, in ms (`/readyz` shows it). */
@@ -46,6 +51,7 @@ export type PartitionStopReason = 'released' | 'lost' | 'fenced';
 export type ToWorker =
   | { readonly op: 'metrics'; readonly id: number }
   | { readonly op: 'stop' }
+  | { readonly op: 'streams-ready' }
   | ({ readonly op: 'start-partition' } & PartitionGrant)
   | {
       readonly op: 'stop-partition';
@@ -116,6 +122,10 @@ async function main(init: WorkerInit): Promise<void> {
   // still connects to NATS and catches up with CONTROL, and while other partitions restore.
   const loader = store === undefined ? undefined : new CheckpointLoader(store);
   for (const grant of init.partitions) loader?.prefetch(grant.partition);
+  let streamsChecked = (): void => {};
+  const streams = init.streamsReady
+    ? Promise.resolve()
+    : new Promise<void>((resolve) => (streamsChecked = resolve));
   let setUp = (): void => {};
   // Listen at once: the pool may send partitions while the worker is still connecting.
   const ready = new Promise<void>((resolve) => (setUp = resolve));
@@ -143,7 +153,8 @@ async function main(init: WorkerInit): Promise<void> {
         await ready;
         await stopPartition(m.partition, m.reason);
       });
-    } else if (m.op === 'stop') stopping ??= ready.then(() => stopAll());
+    } else if (m.op === 'streams-ready') streamsChecked();
+    else if (m.op === 'stop') stopping ??= ready.then(() => stopAll());
   });
 
   const nc = await connect({
@@ -231,6 +242,7 @@ async function main(init: WorkerInit): Promise<void> {
     post({ op: 'applied', partition: p, controlSeq: seq, activationMs });
   };
 
+  await streams;
   await control.start();
   const refreshCheckpointedSeqs = async (): Promise<void> => {
     // Checkpoints only move forward, so a value read earlier is a safe lower bound.
