@@ -5,6 +5,7 @@
  *   node --import tsx bench/e2e-bench.ts --quick      smoke run: 50,000 events
  *   node --import tsx bench/e2e-bench.ts --events N   N events (also --keys N, --rules N, --seed N, --workers N)
  *   node --import tsx bench/e2e-bench.ts --checkpoint-ms 0   no checkpoints, no redis-server
+ *   node --import tsx bench/e2e-bench.ts --young-generation-mb N   workers' young generation (default: the service's)
  *
  * Steps, all in one run (see bench/README.md for what each figure means):
  *  0. nats-server (and redis-server for the service's checkpoints) in a temp folder; 1,000 rules
@@ -78,6 +79,11 @@ const RULES = numberArg('rules', 1000);
 const SEED = numberArg('seed', 20261129) >>> 0;
 const PARTITIONS = 16;
 const WORKERS = numberArg('workers', Math.max(1, availableParallelism()));
+/** The workers' young generation (`workerYoungGenerationMb`): throughput against pause length. */
+const YOUNG_GENERATION_MB = numberArg(
+  'young-generation-mb',
+  DEFAULT_OPTIONS.workerYoungGenerationMb,
+);
 /** JetStream acks awaited at once while filling EVENTS. */
 const FILL_WINDOW = 2000;
 /** Control messages of the activation measurement, and the time between them. */
@@ -517,6 +523,7 @@ const result: Record<string, unknown> = {
   rules: RULES,
   partitions: PARTITIONS,
   workers: WORKERS,
+  workerYoungGenerationMb: YOUNG_GENERATION_MB,
   checkpointIntervalMs: CHECKPOINT_MS,
   seed: SEED,
   /** The machine may be shared: its 1-minute load average when the run starts. */
@@ -554,6 +561,7 @@ async function main(): Promise<void> {
       ...(redis ? { redisUrl: redis.url } : {}),
       partitions: PARTITIONS,
       workers: WORKERS,
+      workerYoungGenerationMb: YOUNG_GENERATION_MB,
       httpPort: 0,
       tickIntervalMs: 0,
       checkpointIntervalMs: CHECKPOINT_MS,
