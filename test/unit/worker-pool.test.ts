@@ -6,8 +6,10 @@ import type { VigilOptions } from '../../service/index.js';
 const workers: FakeWorker[] = [];
 class FakeWorker extends EventEmitter {
   readonly sent: { op: string; partition?: number; token?: number }[] = [];
-  constructor() {
+  readonly init: { streamsReady?: boolean } | undefined;
+  constructor(_url: URL, options?: { workerData?: { streamsReady?: boolean } }) {
     super();
+    this.init = options?.workerData;
     workers.push(this);
   }
   postMessage(m: { op: string; partition?: number; token?: number }): void {
@@ -82,5 +84,23 @@ describe('WorkerPool: partitions stopped and started again before a stop is conf
     a.stopped(1);
     await tick();
     expect(second).toBe(true);
+  });
+});
+
+describe('WorkerPool: workers follow CONTROL only once the streams are checked', () => {
+  it('tells the workers it started when the streams exist, and starts a restarted one with it', async () => {
+    workers.length = 0;
+    const pool = new WorkerPool({ ...options, workers: 1 }, () => {});
+    pool.start();
+    const [a] = workers as [FakeWorker];
+    expect(a.init?.streamsReady).toBe(false);
+    expect(a.sent.some((m) => m.op === 'streams-ready')).toBe(false);
+    pool.streamsReady();
+    expect(a.sent.filter((m) => m.op === 'streams-ready')).toHaveLength(1);
+    // A crash: the pool starts a new thread after a short delay, and it need not wait.
+    a.emit('exit', 1);
+    await vi.waitFor(() => expect(workers).toHaveLength(2), { timeout: 2000 });
+    expect(workers[1]?.init?.streamsReady).toBe(true);
+    await pool.abort();
   });
 });
