@@ -3,14 +3,15 @@ import { connect } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { VigilOptions } from './config.js';
 import { ControlFollower, type ControlEvent } from './control-follower.js';
-import { jetStreamPartitionSource, type EventSource } from './event-source.js';
 import { WorkerMetrics } from './metrics.js';
 import { PartitionRunner } from './partition-runner.js';
 import { RedisCheckpointStore } from './checkpoint-store.js';
 import { Checkpointer, CheckpointLoader, restoreLoaded } from './checkpointer.js';
+import { openPartition } from './partition-open.js';
 import { Publisher } from './publisher.js';
 import { natsAlertSink, natsDeadLetterSink } from './sinks.js';
 import { MarkerWriter } from './marker-writer.js';
+import { RuleQuarantine } from './quarantine.js';
 import { CONTROL_SUBJECT, Streams, tickSubject } from './subjects.js';
 
 /** A partition the main thread hands a worker, with the fencing token of its lease (0: no leases). */
@@ -192,34 +193,7 @@ async function main(init: WorkerInit): Promise<void> {
   };
   const control = new ControlFollower(js, jsm, o.limits, onControl);
 
-  const errorCounts = new Map<string, number>();
-  const quarantined = new Set<string>();
-  const onRuleError = (
-    ruleId: string,
-    version: number,
-    controlSeq: number,
-    message: string,
-  ): void => {
-    const k = `${ruleId}@${version}`;
-    const n = (errorCounts.get(k) ?? 0) + 1;
-    errorCounts.set(k, n);
-    const id = `quarantine-${ruleId}-${version}-${controlSeq}`;
-    if (n < o.quarantineAfterErrors || quarantined.has(id)) return;
-    quarantined.add(id);
-    errorCounts.delete(k);
-    metrics.quarantines.inc({ rule: ruleId });
-    log('warn', `rule ${ruleId} failed on ${n} events; pausing it through CONTROL`);
-    const pause = {
-      op: 'pause-rule',
-      id: ruleId,
-      meta: { actor: 'vigil', reason: `quarantined after ${n} errors; last: ${message}` },
-    };
-    void js
-      .publish(CONTROL_SUBJECT, encoder.encode(JSON.stringify(pause)), { msgID: id })
-      .catch((err: Error) =>
-        log('error', `could not publish the quarantine of ${ruleId}: ${err.message}`),
-      );
-  };
+  const { onRuleError } = new RuleQuarantine(js, o.quarantineAfterErrors, metrics, log);
 
   // Rule sets are kept from the oldest control sequence any partition may still need: the one
   // in force on each partition run here, and for every other partition the one of its
@@ -282,58 +256,18 @@ async function main(init: WorkerInit): Promise<void> {
     owned.set(p, own);
     void markers.add(p, () => owned.get(p) === own && !own.dropped);
     const restoreStarted = performance.now();
-    // The consumer is created while the checkpoint is read and the state rebuilt: one waits on
-    // NATS, the others on Redis and this thread. It starts after the checkpoint's offset, read
-    // first; no one else can move the checkpoint while this owner holds the lease, and if it
-    // moved anyway the consumer is made again below.
-    const early = (await loader?.offset(p)) ?? 0;
-    const consumerStarted = performance.now();
-    let consumerMs = 0;
-    const create = (from: number): Promise<EventSource> => {
-      const c = jetStreamPartitionSource(js, p, from + 1);
-      // Its failure surfaces below, when it is awaited.
-      void c.then(
-        () => (consumerMs = performance.now() - consumerStarted),
-        () => undefined,
-      );
-      return c;
-    };
-    let creating = create(early);
-    let held: Awaited<ReturnType<CheckpointLoader['take']>> | undefined;
-    try {
-      held = await loader?.take(p);
-    } catch (e) {
-      void creating.then((x) => x.stop()).catch(() => undefined);
-      throw e;
-    }
-    const loaded = held?.loaded;
-    let restored: Awaited<ReturnType<typeof restoreLoaded>> | undefined;
-    let source: EventSource;
-    try {
-      if (own.dropped) {
-        void creating.then((x) => x.stop()).catch(() => undefined);
-        return;
-      }
-      const offset = loaded?.stored.offset ?? 0;
-      if (offset !== early) {
-        void creating.then((x) => x.stop()).catch(() => undefined);
-        creating = create(offset);
-      }
-      try {
-        restored =
-          store && loaded
-            ? await inTurn(() => restoreLoaded(store, loaded, (seq) => control.ruleSetAt(seq), o))
-            : undefined;
-      } catch (e) {
-        void creating.then((x) => x.stop()).catch(() => undefined);
-        throw e;
-      }
-      // Its text is garbage now: the next partition's read may start.
-      held?.release();
-      source = await creating;
-    } finally {
-      held?.release();
-    }
+    const opened = await openPartition({
+      partition: p,
+      js,
+      loader,
+      restore: (loaded) =>
+        store === undefined
+          ? Promise.reject(new Error('a checkpoint was read without a store'))
+          : inTurn(() => restoreLoaded(store, loaded, (seq) => control.ruleSetAt(seq), o)),
+      dropped: () => own.dropped,
+    });
+    if (opened === undefined) return;
+    const { source, restored, consumerMs } = opened;
     const initialState = restored?.state;
     if (restored)
       log(
