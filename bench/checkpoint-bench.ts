@@ -21,6 +21,7 @@ import { runInNewContext } from 'node:vm';
 import {
   applyControl,
   checkpointParts,
+  checkpointPartsBytes,
   createPartition,
   emptyRuleSet,
   keyedStateCount,
@@ -95,8 +96,7 @@ async function inProcess(): Promise<Record<string, number>> {
 
     let t = performance.now();
     const full = checkpointParts(st, true);
-    const fullBytes =
-      full.meta.length + full.upserts.reduce((n, [f, v]) => n + f.length + v.length, 0);
+    const fullBytes = checkpointPartsBytes(full);
     await store.save(0, full, 1);
     const checkpointFullSeconds = (performance.now() - t) / 1000;
     say(
@@ -118,8 +118,7 @@ async function inProcess(): Promise<Record<string, number>> {
     processRecord(st, { kind: 'tick', seq: ++seq, ts: base + 40_000 });
     t = performance.now();
     const inc = checkpointParts(st, false);
-    const incBytes =
-      inc.meta.length + inc.upserts.reduce((n, [f, v]) => n + f.length + v.length, 0);
+    const incBytes = checkpointPartsBytes(inc);
     await store.save(0, inc, 1);
     const checkpointIncrementalSeconds = (performance.now() - t) / 1000;
     say(

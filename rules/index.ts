@@ -78,6 +78,7 @@ export {
 } from './rule-set.js';
 export {
   checkpointParts,
+  checkpointPartsBytes,
   requeueCheckpoint,
   restorePartition,
   restorePartitionParts,

@@ -151,6 +151,13 @@ export interface CheckpointParts {
   readonly changed: readonly string[];
 }
 
+/** The text a checkpoint writes: its meta and every upserted field and value (UTF-16 units). */
+export function checkpointPartsBytes(parts: CheckpointParts): number {
+  let n = parts.meta.length;
+  for (const [f, v] of parts.upserts) n += f.length + v.length;
+  return n;
+}
+
 export function checkpointParts(st: PartitionState, full = false): CheckpointParts {
   const upserts: [string, string][] = [];
   const deletes: string[] = [];

@@ -1,5 +1,6 @@
 import {
   checkpointParts,
+  checkpointPartsBytes,
   requeueCheckpoint,
   restorePartitionParts,
   restoreRuleSet,
@@ -154,10 +155,7 @@ export class Checkpointer {
       this.failing = false;
       const m = this.o.metrics;
       m.checkpointSeconds.observe((performance.now() - started) / 1000);
-      m.checkpointBytes.inc(
-        { kind: full ? 'full' : 'incremental' },
-        parts.meta.length + parts.upserts.reduce((n, [f, v]) => n + f.length + v.length, 0),
-      );
+      m.checkpointBytes.inc({ kind: full ? 'full' : 'incremental' }, checkpointPartsBytes(parts));
       m.checkpointLast.set({ partition: this.p }, Date.now() / 1000);
       m.checkpointOffset.set({ partition: this.p }, parts.offset);
       return true;

@@ -30,13 +30,20 @@ export interface OpenedPartition {
 export async function openPartition(d: {
   readonly partition: number;
   readonly js: JetStreamClient;
-  readonly loader: CheckpointLoader | undefined;
-  /** Rebuilds the state from a checkpoint read (the worker's restores take turns). */
-  readonly restore: (loaded: LoadedCheckpoint) => Promise<RestoredPartition>;
+  /**
+   * Undefined without checkpoints. `restore` rebuilds the state from a checkpoint `loader` read
+   * (the worker's restores take turns).
+   */
+  readonly checkpoints:
+    | {
+        readonly loader: CheckpointLoader;
+        readonly restore: (loaded: LoadedCheckpoint) => Promise<RestoredPartition>;
+      }
+    | undefined;
   readonly dropped: () => boolean;
 }): Promise<OpenedPartition | undefined> {
   const p = d.partition;
-  const early = (await d.loader?.offset(p)) ?? 0;
+  const early = (await d.checkpoints?.loader.offset(p)) ?? 0;
   const consumerStarted = performance.now();
   let consumerMs = 0;
   const create = (from: number): Promise<EventSource> => {
@@ -53,7 +60,7 @@ export async function openPartition(d: {
   let creating = create(early);
   let held: Awaited<ReturnType<CheckpointLoader['take']>> | undefined;
   try {
-    held = await d.loader?.take(p);
+    held = await d.checkpoints?.loader.take(p);
   } catch (e) {
     abandon(creating);
     throw e;
@@ -71,7 +78,7 @@ export async function openPartition(d: {
     }
     let restored: RestoredPartition | undefined;
     try {
-      restored = loaded === undefined ? undefined : await d.restore(loaded);
+      restored = loaded === undefined ? undefined : await d.checkpoints?.restore(loaded);
     } catch (e) {
       abandon(creating);
       throw e;

@@ -6,7 +6,12 @@ import { ControlFollower, type ControlEvent } from './control-follower.js';
 import { WorkerMetrics } from './metrics.js';
 import { PartitionRunner } from './partition-runner.js';
 import { RedisCheckpointStore } from './checkpoint-store.js';
-import { Checkpointer, CheckpointLoader, restoreLoaded } from './checkpointer.js';
+import {
+  Checkpointer,
+  CheckpointLoader,
+  restoreLoaded,
+  type LoadedCheckpoint,
+} from './checkpointer.js';
 import { openPartition } from './partition-open.js';
 import { Publisher } from './publisher.js';
 import { natsAlertSink, natsDeadLetterSink } from './sinks.js';
@@ -243,6 +248,15 @@ async function main(init: WorkerInit): Promise<void> {
     }
   };
 
+  const checkpoints =
+    store === undefined || loader === undefined
+      ? undefined
+      : {
+          loader,
+          restore: (loaded: LoadedCheckpoint) =>
+            inTurn(() => restoreLoaded(store, loaded, (seq) => control.ruleSetAt(seq), o)),
+        };
+
   async function startPartition(grant: PartitionGrant, handedOver: boolean): Promise<void> {
     const p = grant.partition;
     if (owned.has(p)) return;
@@ -259,11 +273,7 @@ async function main(init: WorkerInit): Promise<void> {
     const opened = await openPartition({
       partition: p,
       js,
-      loader,
-      restore: (loaded) =>
-        store === undefined
-          ? Promise.reject(new Error('a checkpoint was read without a store'))
-          : inTurn(() => restoreLoaded(store, loaded, (seq) => control.ruleSetAt(seq), o)),
+      checkpoints,
       dropped: () => own.dropped,
     });
     if (opened === undefined) return;
