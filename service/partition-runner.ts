@@ -97,11 +97,15 @@ export class PartitionRunner {
   }
 
   start(): void {
-    const flusher = setInterval(() => this.flushMetrics(), 200);
+    const flusher = setInterval(() => {
+      this.flushMetrics();
+      this.flushMatches();
+    }, 200);
     flusher.unref();
     this.done = this.run().finally(() => {
       clearInterval(flusher);
       this.flushMetrics();
+      this.flushMatches();
     });
   }
 
@@ -149,7 +153,7 @@ export class PartitionRunner {
         for (const fn of this.boundary.splice(0)) fn();
       }
       // Label lookups cost more than the update: the per-record gauges and counter are written
-      // every 64 records, and by a timer when the partition is between records.
+      // every 64 records and by a timer, the per-rule match counts (dozens of labels) by the timer.
       this.last = r;
       const yieldNow = ++this.sinceYield >= 64;
       if (yieldNow) this.flushMetrics();
@@ -174,8 +178,13 @@ export class PartitionRunner {
     this.flushed = r;
     this.lag.set(r.pending);
     this.offset.set(r.seq);
+    if (Number.isFinite(this.state.watermark))
+      this.watermarkLag.set(Math.max(0, Date.now() - this.state.watermark) / 1000);
     if (this.judgedSinceFlush > 0) this.judged.inc(this.judgedSinceFlush);
     this.judgedSinceFlush = 0;
+  }
+
+  private flushMatches(): void {
     for (const [rule, n] of this.matches) this.d.metrics.ruleMatches.inc({ rule }, n);
     this.matches.clear();
   }
@@ -281,8 +290,6 @@ export class PartitionRunner {
     for (const o of out.overflows)
       metrics.overflows.inc({ rule: o.ruleId, limit: o.limit }, o.dropped);
     if (out.suppressed > 0) metrics.suppressed.inc(out.suppressed);
-    if (Number.isFinite(this.state.watermark))
-      this.watermarkLag.set(Math.max(0, Date.now() - this.state.watermark) / 1000);
     if (
       out.alerts.length === 0 &&
       out.late.length === 0 &&
