@@ -353,3 +353,37 @@ export async function restoreCheckpoint(
   const loaded = await loadCheckpoint(store, p);
   return loaded === undefined ? undefined : restoreLoaded(store, loaded, ruleSetAt, o);
 }
+
+/**
+ * Takes the checkpoints of a worker's partitions in turn, each once per interval, partition p at
+ * p/P of the way through it. Why: taking a checkpoint encodes the partition's changed keys
+ * synchronously, and all of a worker's partitions at once held its records (and the markers among
+ * them) for their sum. `onHealth` hears when the worker's checkpoints as a whole turn healthy or
+ * not. Returns a stop function.
+ */
+export function startCheckpointTurns(opts: {
+  readonly intervalMs: number;
+  readonly partitions: number;
+  /** The checkpointer of partition p when this worker runs it. */
+  readonly checkpointerOf: (p: number) => Checkpointer | undefined;
+  /** The checkpointers of every partition this worker runs. */
+  readonly checkpointers: () => Iterable<Checkpointer>;
+  readonly onHealth: (ok: boolean) => void;
+}): () => void {
+  let turn = 0;
+  let healthy = true;
+  const timer = setInterval(
+    () => {
+      const c = opts.checkpointerOf(turn++ % opts.partitions);
+      if (c === undefined) return;
+      void c.checkpoint().then(() => {
+        let ok = true;
+        for (const x of opts.checkpointers()) ok &&= x.healthy;
+        if (ok !== healthy) opts.onHealth(ok);
+        healthy = ok;
+      });
+    },
+    Math.max(1, opts.intervalMs / opts.partitions),
+  );
+  return () => clearInterval(timer);
+}

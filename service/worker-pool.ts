@@ -2,7 +2,7 @@ import { Worker } from 'node:worker_threads';
 import { AggregatorRegistry, type Registry } from 'prom-client';
 import { ActivationLog } from './activation-log.js';
 import type { VigilOptions } from './config.js';
-import type { FromWorker, PartitionStartTimings, ToWorker, WorkerInit } from './worker.js';
+import type { FromWorker, PartitionStartTimings, ToWorker, WorkerInit } from './worker-protocol.js';
 
 /**
  * Where a worker thread starts. Compiled (dist/, what `npm start` runs) it is worker.js itself;

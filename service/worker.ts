@@ -1,7 +1,6 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { connect } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import type { VigilOptions } from './config.js';
 import { ControlFollower, type ControlEvent } from './control-follower.js';
 import { WorkerMetrics } from './metrics.js';
 import { PartitionRunner } from './partition-runner.js';
@@ -10,6 +9,7 @@ import {
   Checkpointer,
   CheckpointLoader,
   restoreLoaded,
+  startCheckpointTurns,
   type LoadedCheckpoint,
 } from './checkpointer.js';
 import { openPartition } from './partition-open.js';
@@ -17,78 +17,15 @@ import { Publisher } from './publisher.js';
 import { natsAlertSink, natsDeadLetterSink } from './sinks.js';
 import { MarkerWriter } from './marker-writer.js';
 import { RuleQuarantine } from './quarantine.js';
-import { CONTROL_SUBJECT, Streams, tickSubject } from './subjects.js';
-
-/** A partition the main thread hands a worker, with the fencing token of its lease (0: no leases). */
-export interface PartitionGrant {
-  readonly partition: number;
-  readonly token: number;
-}
-
-/** What the main thread gives a worker. */
-export interface WorkerInit {
-  readonly index: number;
-  readonly options: VigilOptions;
-  /** Partitions to run from the start (a restarted worker gets its predecessor's). */
-  readonly partitions: readonly PartitionGrant[];
-  /**
-   * The streams exist (checked by the main thread). Until they do, or a `streams-ready` message
-   * says so, the worker loads and connects but does not follow `CONTROL`.
-   */
-  readonly streamsReady: boolean;
-}
-
-/** What starting a partition took on its worker, in ms (`/readyz` shows it). */
-export interface PartitionStartTimings {
-  /** Reading its checkpoint from Redis (0 without one). */
-  readonly loadMs: number;
-  /** Rebuilding its state from the checkpoint. */
-  readonly restoreMs: number;
-  /** Creating its consumer. */
-  readonly consumerMs: number;
-  /** Keys of keyed state restored. */
-  readonly keys: number;
-}
-
-/** Why a partition stopped on a worker: handed over, lease lost, or a checkpoint refused by the fence. */
-export type PartitionStopReason = 'released' | 'lost' | 'fenced';
-
-/** Messages between the main thread and a worker. */
-export type ToWorker =
-  | { readonly op: 'metrics'; readonly id: number }
-  | { readonly op: 'stop' }
-  | { readonly op: 'streams-ready' }
-  | ({ readonly op: 'start-partition' } & PartitionGrant)
-  | {
-      readonly op: 'stop-partition';
-      readonly partition: number;
-      readonly reason: 'released' | 'lost';
-    };
-export type FromWorker =
-  | { readonly op: 'ready' }
-  | { readonly op: 'metrics'; readonly id: number; readonly metrics: unknown }
-  | { readonly op: 'stopped' }
-  /** Whether the worker's last checkpoints succeeded (readiness shows it). */
-  | { readonly op: 'checkpoints'; readonly ok: boolean }
-  /** A partition restored and reading, with what its start took (ms). */
-  | ({ readonly op: 'partition-started'; readonly partition: number } & PartitionStartTimings)
-  /** A partition applied a marker: the control sequence now in force there. */
-  | {
-      readonly op: 'applied';
-      readonly partition: number;
-      readonly controlSeq: number;
-      readonly activationMs: number | undefined;
-    }
-  | {
-      readonly op: 'partition-stopped';
-      readonly partition: number;
-      readonly reason: PartitionStopReason;
-      /** A final checkpoint covers everything the partition processed. */
-      readonly checkpointed: boolean;
-    }
-  | { readonly op: 'log'; readonly level: 'info' | 'warn' | 'error'; readonly message: string };
-
-const encoder = new TextEncoder();
+import { CONTROL_SUBJECT, Streams } from './subjects.js';
+import { startIdleTicks } from './idle-ticks.js';
+import type {
+  FromWorker,
+  PartitionGrant,
+  PartitionStopReason,
+  ToWorker,
+  WorkerInit,
+} from './worker-protocol.js';
 
 /** A partition this worker runs (or is starting). */
 interface Owned {
@@ -394,28 +331,20 @@ async function main(init: WorkerInit): Promise<void> {
     post({ op: 'partition-stopped', partition: p, reason, checkpointed });
   }
 
-  let checkpointsOk = true;
-  // Partitions checkpoint in turn, each once per interval, partition p at p/P of the way through
-  // it: taking a checkpoint encodes the partition's changed keys synchronously, and all of a
-  // worker's partitions at once held its records (and the markers among them) for their sum.
-  let checkpointTurn = 0;
-  const checkpointTimer =
-    store !== undefined
-      ? setInterval(
-          () => {
-            const own = owned.get(checkpointTurn++ % o.partitions);
-            if (own?.checkpointer === undefined || own.dropped) return;
-            void own.checkpointer.checkpoint().then(() => {
-              const ok = [...owned.values()].every(
-                (x) => x.dropped || x.checkpointer === undefined || x.checkpointer.healthy,
-              );
-              if (ok !== checkpointsOk) post({ op: 'checkpoints', ok });
-              checkpointsOk = ok;
-            });
+  const running = (): Owned[] => [...owned.values()].filter((x) => !x.dropped);
+  const stopCheckpoints =
+    store === undefined
+      ? () => {}
+      : startCheckpointTurns({
+          intervalMs: o.checkpointIntervalMs,
+          partitions: o.partitions,
+          checkpointerOf: (p) => {
+            const own = owned.get(p);
+            return own === undefined || own.dropped ? undefined : own.checkpointer;
           },
-          Math.max(1, o.checkpointIntervalMs / o.partitions),
-        )
-      : undefined;
+          checkpointers: () => running().flatMap((x) => x.checkpointer ?? []),
+          onHealth: (ok) => post({ op: 'checkpoints', ok }),
+        });
   const seqsTimer =
     store !== undefined
       ? setInterval(
@@ -426,26 +355,16 @@ async function main(init: WorkerInit): Promise<void> {
   // Not awaited: with Redis away the worker still starts (nothing is released until it answers).
   void refreshCheckpointedSeqs().catch(() => undefined);
 
-  // Idle partitions with pending timers get a tick, so absence rules fire on a quiet stream.
-  const ticker =
-    o.tickIntervalMs > 0
-      ? setInterval(() => {
-          for (const x of owned.values()) {
-            const r = x.runner;
-            if (r === undefined || x.dropped) continue;
-            if (r.idleMs < o.tickIntervalMs || !r.waitingForTime) continue;
-            const p = r.state.partition;
-            js.publish(
-              tickSubject(p),
-              encoder.encode(JSON.stringify({ vigil: 'tick', ts: Date.now() })),
-            ).catch((err: Error) => log('warn', `tick for partition ${p} failed: ${err.message}`));
-          }
-        }, o.tickIntervalMs)
-      : undefined;
+  const stopTicks = startIdleTicks({
+    intervalMs: o.tickIntervalMs,
+    js,
+    runners: () => running().flatMap((x) => x.runner ?? []),
+    log,
+  });
 
   async function stopAll(): Promise<void> {
-    if (ticker) clearInterval(ticker);
-    if (checkpointTimer) clearInterval(checkpointTimer);
+    stopTicks();
+    stopCheckpoints();
     if (seqsTimer) clearInterval(seqsTimer);
     metrics.ready.set({ worker: w }, 0);
     // A last checkpoint of every partition on a clean stop, so the next owner replays nothing.

@@ -1,0 +1,74 @@
+/**
+ * The messages between the main thread (worker-pool.ts) and a worker thread (worker.ts), and what
+ * a worker is started with. Kept apart so the pool depends on the protocol, not on the thread's code.
+ */
+import type { VigilOptions } from './config.js';
+
+/** A partition the main thread hands a worker, with the fencing token of its lease (0: no leases). */
+export interface PartitionGrant {
+  readonly partition: number;
+  readonly token: number;
+}
+
+/** What the main thread gives a worker. */
+export interface WorkerInit {
+  readonly index: number;
+  readonly options: VigilOptions;
+  /** Partitions to run from the start (a restarted worker gets its predecessor's). */
+  readonly partitions: readonly PartitionGrant[];
+  /**
+   * The streams exist (checked by the main thread). Until they do, or a `streams-ready` message
+   * says so, the worker loads and connects but does not follow `CONTROL`.
+   */
+  readonly streamsReady: boolean;
+}
+
+/** What starting a partition took on its worker, in ms (`/readyz` shows it). */
+export interface PartitionStartTimings {
+  /** Reading its checkpoint from Redis (0 without one). */
+  readonly loadMs: number;
+  /** Rebuilding its state from the checkpoint. */
+  readonly restoreMs: number;
+  /** Creating its consumer. */
+  readonly consumerMs: number;
+  /** Keys of keyed state restored. */
+  readonly keys: number;
+}
+
+/** Why a partition stopped on a worker: handed over, lease lost, or a checkpoint refused by the fence. */
+export type PartitionStopReason = 'released' | 'lost' | 'fenced';
+
+/** Messages between the main thread and a worker. */
+export type ToWorker =
+  | { readonly op: 'metrics'; readonly id: number }
+  | { readonly op: 'stop' }
+  | { readonly op: 'streams-ready' }
+  | ({ readonly op: 'start-partition' } & PartitionGrant)
+  | {
+      readonly op: 'stop-partition';
+      readonly partition: number;
+      readonly reason: 'released' | 'lost';
+    };
+export type FromWorker =
+  | { readonly op: 'ready' }
+  | { readonly op: 'metrics'; readonly id: number; readonly metrics: unknown }
+  | { readonly op: 'stopped' }
+  /** Whether the worker's last checkpoints succeeded (readiness shows it). */
+  | { readonly op: 'checkpoints'; readonly ok: boolean }
+  /** A partition restored and reading, with what its start took (ms). */
+  | ({ readonly op: 'partition-started'; readonly partition: number } & PartitionStartTimings)
+  /** A partition applied a marker: the control sequence now in force there. */
+  | {
+      readonly op: 'applied';
+      readonly partition: number;
+      readonly controlSeq: number;
+      readonly activationMs: number | undefined;
+    }
+  | {
+      readonly op: 'partition-stopped';
+      readonly partition: number;
+      readonly reason: PartitionStopReason;
+      /** A final checkpoint covers everything the partition processed. */
+      readonly checkpointed: boolean;
+    }
+  | { readonly op: 'log'; readonly level: 'info' | 'warn' | 'error'; readonly message: string };
