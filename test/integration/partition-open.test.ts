@@ -1,0 +1,111 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createPartition, emptyRuleSet, type CheckpointParts } from '../../rules/index.js';
+import {
+  RedisCheckpointStore,
+  type CheckpointStore,
+  type StoredCheckpoint,
+} from '../../service/checkpoint-store.js';
+import { CheckpointLoader, type LoadedCheckpoint } from '../../service/checkpointer.js';
+import { ensureStreams, eventSubject, partitionOf } from '../../service/index.js';
+import { openPartition, type RestoredPartition } from '../../service/partition-open.js';
+import { startTestServers, type TestServers } from './servers.js';
+
+// openPartition creates a partition's consumer from the checkpoint's offset, read ahead of the
+// checkpoint itself. These tests pin down where the consumer starts, also when the checkpoint
+// moved between the two reads (no other owner writes it under a lease, but a stale lease could).
+
+const P = 4;
+const PART = 1;
+let servers: TestServers;
+let store: RedisCheckpointStore;
+/** Stream sequences of the records of partition PART, in order. */
+const seqs: number[] = [];
+
+/** A store whose offset read answers an older offset than its checkpoint holds. */
+class StaleOffsetStore implements CheckpointStore {
+  constructor(
+    private readonly inner: CheckpointStore,
+    private readonly staleOffset: number,
+  ) {}
+  load(p: number): Promise<StoredCheckpoint | undefined> {
+    return this.inner.load(p);
+  }
+  loadOffset(): Promise<number> {
+    return Promise.resolve(this.staleOffset);
+  }
+  save: CheckpointStore['save'] = (...a) => this.inner.save(...a);
+  saveRuleSet: CheckpointStore['saveRuleSet'] = (...a) => this.inner.saveRuleSet(...a);
+  loadRuleSet: CheckpointStore['loadRuleSet'] = (...a) => this.inner.loadRuleSet(...a);
+  loadControlSeqs: CheckpointStore['loadControlSeqs'] = (...a) => this.inner.loadControlSeqs(...a);
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+}
+
+const parts = (offset: number): CheckpointParts => ({
+  offset,
+  controlSeq: 0,
+  meta: `{"offset":${offset}}`,
+  upserts: [],
+  deletes: [],
+  full: true,
+  changed: [],
+});
+
+const restore = (loaded: LoadedCheckpoint): Promise<RestoredPartition> =>
+  Promise.resolve({
+    state: createPartition(emptyRuleSet(), { partition: PART, outOfOrderMs: 0 }),
+    offset: loaded.stored.offset,
+    timings: { loadMs: 0, restoreMs: 0, keys: 0 },
+  });
+
+async function firstSeq(s: CheckpointStore): Promise<number | undefined> {
+  const loader = new CheckpointLoader(s);
+  loader.prefetch(PART);
+  const opened = await openPartition({
+    partition: PART,
+    js: servers.js,
+    checkpoints: { loader, restore },
+    dropped: () => false,
+  });
+  if (opened === undefined) throw new Error('the partition was not opened');
+  try {
+    for await (const r of opened.source) return r.seq;
+    return undefined;
+  } finally {
+    await opened.source.stop();
+  }
+}
+
+beforeAll(async () => {
+  servers = await startTestServers({ partitions: P, redis: true });
+  await ensureStreams(servers.jsm, 60_000);
+  store = new RedisCheckpointStore(servers.redis?.url as string, `t${Date.now()}:`);
+  // Events of every partition, so that the filter, not the stream's order, decides what is read.
+  for (let i = 0; seqs.length < 12; i++) {
+    const key = `k${i}`;
+    const ack = await servers.js.publish(eventSubject(key), JSON.stringify({ type: 'x', i }));
+    if (partitionOf(key, P) === PART) seqs.push(ack.seq);
+  }
+}, 60_000);
+
+afterAll(async () => {
+  await store?.close();
+  await servers?.stop();
+});
+
+describe('openPartition (real nats-server and redis-server)', () => {
+  it('reads the partition from the record after its checkpoint', async () => {
+    const at = seqs[5] as number;
+    await store.save(PART, parts(at), 0);
+    expect(await firstSeq(store)).toBe(seqs[6]);
+  });
+
+  it('makes the consumer again when the checkpoint moved after its offset was read', async () => {
+    const stale = seqs[2] as number;
+    const at = seqs[8] as number;
+    await store.save(PART, parts(at), 0);
+    // From the stale offset the first record would be seqs[3].
+    expect(await firstSeq(new StaleOffsetStore(store, stale))).toBe(seqs[9]);
+  });
+});
