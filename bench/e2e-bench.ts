@@ -14,7 +14,9 @@
  *  1. EVENTS is filled with N events (~200 bytes) published to `events.<key>` (core publish, one
  *     reply inbox for the JetStream acks, a window of acks in flight).
  *  2. (a) ceiling: 16 bare ordered consumers, one per partition, drain the stream.
- *  3. (b) the service (W = cores workers) drains the stream with the rules in force.
+ *  3. (b) the service (W = cores workers) drains the stream with the rules in force. With
+ *     checkpoints on, four drains in the order on, off, off, on give `checkpointThroughputRatio`
+ *     (the last is (b), and stays running for (c)).
  *  4. (c) activation latency of rule changes while a producer keeps the service at ~50% load:
  *     of its capacity with that producer on the same cores, found by stepping the rate up first.
  *
@@ -659,6 +661,8 @@ async function main(): Promise<void> {
     serviceSeconds: number;
     readySeconds: number;
   }> => {
+    // From the start of the log each time, not from an earlier drain's last checkpoint.
+    if (redis && opts.checkpointIntervalMs > 0) await flushRedis(redis.url);
     const t0 = performance.now();
     const service = await startTracked(opts);
     // The start-up probe of the mapping adds one record; every record counts once in vigil_events_total.
@@ -710,16 +714,31 @@ async function main(): Promise<void> {
     return { service, target, serviceSeconds, readySeconds };
   };
   // (b0) Checkpoints off, for the cost of checkpoints (issue: checkpoints every 1 s vs off, ≥ 0.9).
-  if (CHECKPOINT_MS > 0 && !argv.includes('--no-checkpoint-compare')) {
-    const offCpu = cpuMeter([nats, redis]);
-    const off = await drain({ ...options, checkpointIntervalMs: 0 });
-    cpuMicrosPerRecord.checkpointsOff = perRecord(offCpu(), off.target);
-    await off.service.stop();
-    const offRate = off.target / off.serviceSeconds;
-    result.serviceEventsPerSecCheckpointsOff = Math.round(offRate);
+  // The host's speed drifts by up to 2× within minutes, so the comparison runs on, off, off, on
+  // (the last one is (b), kept running for (c)): a drift that is linear over the four drains
+  // weighs on both sides alike, where one drain of each compared two different minutes.
+  const compare = CHECKPOINT_MS > 0 && !argv.includes('--no-checkpoint-compare');
+  const compareRates: {
+    checkpoints: boolean;
+    eventsPerSec: number;
+    cpuMicrosPerRecord: Record<string, number>;
+  }[] = [];
+  const drainOnce = async (checkpoints: boolean): Promise<void> => {
+    const cpu = cpuMeter([nats, redis]);
+    const run = await drain(checkpoints ? options : { ...options, checkpointIntervalMs: 0 });
+    const used = perRecord(cpu(), run.target);
+    if (!checkpoints) cpuMicrosPerRecord.checkpointsOff = used;
+    await run.service.stop();
+    const rate = run.target / run.serviceSeconds;
+    compareRates.push({ checkpoints, eventsPerSec: Math.round(rate), cpuMicrosPerRecord: used });
     log(
-      `(b0) service without checkpoints: read ${fmt(off.target)} records in ${off.serviceSeconds.toFixed(2)} s = ${fmt(offRate)}/s including start-up`,
+      `(b${checkpoints ? '' : '0'}) service ${checkpoints ? 'with' : 'without'} checkpoints (comparison drain ${compareRates.length} of 4): read ${fmt(run.target)} records in ${run.serviceSeconds.toFixed(2)} s = ${fmt(rate)}/s including start-up`,
     );
+  };
+  if (compare) {
+    await drainOnce(true);
+    await drainOnce(false);
+    await drainOnce(false);
   }
   const serviceCpu = cpuMeter([nats, redis]);
   const { service, target, serviceSeconds, readySeconds } = await drain(options);
@@ -727,11 +746,21 @@ async function main(): Promise<void> {
   log(`    CPU µs per record read: ${JSON.stringify(cpuMicrosPerRecord)}`);
   const serviceRate = target / serviceSeconds;
   const serviceRateExcl = target / Math.max(0.001, serviceSeconds - idleStartupSeconds);
-  if (typeof result.serviceEventsPerSecCheckpointsOff === 'number')
-    result.checkpointThroughputRatio = round(
-      serviceRate / result.serviceEventsPerSecCheckpointsOff,
-      3,
+  if (compare) {
+    compareRates.push({
+      checkpoints: true,
+      eventsPerSec: Math.round(serviceRate),
+      cpuMicrosPerRecord: cpuMicrosPerRecord.service,
+    });
+    const sum = (on: boolean): number =>
+      compareRates.filter((r) => r.checkpoints === on).reduce((a, r) => a + r.eventsPerSec, 0);
+    result.serviceEventsPerSecCheckpointsOff = Math.round(sum(false) / 2);
+    result.checkpointThroughputRatio = round(sum(true) / sum(false), 3);
+    result.checkpointCompareDrains = compareRates;
+    log(
+      `    checkpoints on / off over the four drains (on, off, off, on): ${compareRates.map((r) => fmt(r.eventsPerSec)).join(', ')}/s, ratio ${result.checkpointThroughputRatio}; CPU µs per record in the bench process ${compareRates.map((r) => r.cpuMicrosPerRecord.benchAndService).join(', ')}`,
     );
+  }
   const afterDrain = await readMetrics(service);
   const alerts = sumOf(afterDrain, 'vigil_alerts_total');
   const dlq = sumOf(afterDrain, 'vigil_dlq_total');
