@@ -366,8 +366,6 @@ export function startCheckpointTurns(opts: {
   readonly partitions: number;
   /** The checkpointer of partition p when this worker runs it. */
   readonly checkpointerOf: (p: number) => Checkpointer | undefined;
-  /** The checkpointers of every partition this worker runs. */
-  readonly checkpointers: () => Iterable<Checkpointer>;
   readonly onHealth: (ok: boolean) => void;
 }): () => void {
   let turn = 0;
@@ -378,7 +376,7 @@ export function startCheckpointTurns(opts: {
       if (c === undefined) return;
       void c.checkpoint().then(() => {
         let ok = true;
-        for (const x of opts.checkpointers()) ok &&= x.healthy;
+        for (let p = 0; p < opts.partitions; p++) ok &&= opts.checkpointerOf(p)?.healthy ?? true;
         if (ok !== healthy) opts.onHealth(ok);
         healthy = ok;
       });

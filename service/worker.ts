@@ -331,7 +331,6 @@ async function main(init: WorkerInit): Promise<void> {
     post({ op: 'partition-stopped', partition: p, reason, checkpointed });
   }
 
-  const running = (): Owned[] => [...owned.values()].filter((x) => !x.dropped);
   const stopCheckpoints =
     store === undefined
       ? () => {}
@@ -342,7 +341,6 @@ async function main(init: WorkerInit): Promise<void> {
             const own = owned.get(p);
             return own === undefined || own.dropped ? undefined : own.checkpointer;
           },
-          checkpointers: () => running().flatMap((x) => x.checkpointer ?? []),
           onHealth: (ok) => post({ op: 'checkpoints', ok }),
         });
   const seqsTimer =
@@ -358,7 +356,7 @@ async function main(init: WorkerInit): Promise<void> {
   const stopTicks = startIdleTicks({
     intervalMs: o.tickIntervalMs,
     js,
-    runners: () => running().flatMap((x) => x.runner ?? []),
+    runners: () => [...owned.values()].flatMap((x) => (x.dropped ? [] : (x.runner ?? []))),
     log,
   });
 
