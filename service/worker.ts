@@ -12,6 +12,7 @@ import {
   startCheckpointTurns,
   type LoadedCheckpoint,
 } from './checkpointer.js';
+import { retryTransient } from './transient.js';
 import { openPartition } from './partition-open.js';
 import { Publisher } from './publisher.js';
 import { natsAlertSink, natsDeadLetterSink } from './sinks.js';
@@ -207,12 +208,19 @@ async function main(init: WorkerInit): Promise<void> {
     owned.set(p, own);
     void markers.add(p, () => owned.get(p) === own && !own.dropped);
     const restoreStarted = performance.now();
-    const opened = await openPartition({
-      partition: p,
-      js,
-      checkpoints,
-      dropped: () => own.dropped,
-    });
+    // A JetStream API call that times out on a saturated machine is tried again here: crashing
+    // the thread would re-create every partition's consumer, more load on the same server.
+    const opened = await retryTransient(
+      () => openPartition({ partition: p, js, checkpoints, dropped: () => own.dropped }),
+      {
+        abandoned: () => own.dropped,
+        onRetry: (err, n, delayMs) =>
+          log(
+            'warn',
+            `partition ${p}: opening it failed (${err.name}: ${err.message}, attempt ${n}); trying again in ${delayMs} ms`,
+          ),
+      },
+    );
     if (opened === undefined) return;
     const { source, restored, consumerMs } = opened;
     const initialState = restored?.state;
