@@ -14,9 +14,11 @@
  *  1. EVENTS is filled with N events (~200 bytes) published to `events.<key>` (core publish, one
  *     reply inbox for the JetStream acks, a window of acks in flight).
  *  2. (a) ceiling: 16 bare ordered consumers, one per partition, drain the stream.
- *  3. (b) the service (W = cores workers) drains the stream with the rules in force. With
- *     checkpoints on, four drains in the order on, off, off, on give `checkpointThroughputRatio`
- *     (the last is (b), and stays running for (c)).
+ *  3. (b0) with checkpoints on, `checkpointThroughputRatio`: a second nats-server gets the same
+ *     rules and events, and a service with checkpoints and one without drain their logs side by
+ *     side, sharing the cores, until the first is done (`--no-checkpoint-compare` skips it).
+ *     (b) the service (W = cores workers) drains the stream alone with the rules in force, and
+ *     stays running for (c).
  *  4. (c) activation latency of rule changes while a producer keeps the service at ~50% load:
  *     of its capacity with that producer on the same cores, found by stepping the rate up first.
  *
@@ -390,6 +392,146 @@ async function fill(
   return { seconds: (performance.now() - t0) / 1000, bytes };
 }
 
+/**
+ * Readies one nats-server's log for draining: streams and mapping, the rules as one replace-all,
+ * their markers at the head of every partition, then `EVENTS` filled with the run's events. A
+ * change takes effect at its marker (DESIGN §4), and a service that was not running when the
+ * change was committed writes the marker when it starts, after whatever `EVENTS` holds by then:
+ * events filled before that would be judged by the empty rule set, so a first service run writes
+ * the markers first. Its time to ready is the service's start-up cost (threads, CONTROL
+ * catch-up, checkpoint lookup, consumers) on a log with nothing to drain. Redis is flushed after
+ * it, so a drain reads the whole log rather than resuming from that run's checkpoint.
+ */
+async function prepareLog(
+  nats: ServerHandle,
+  options: VigilOptions,
+  redis: ServerHandle | undefined,
+  rules: readonly Rule[],
+  what: string,
+): Promise<{
+  nc: NatsConnection;
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+  next: (i: number) => { key: string; data: Uint8Array };
+  rulesSeq: number;
+  records: number;
+  startupSeconds: number;
+  fillSeconds: number;
+  bytes: number;
+}> {
+  const nc = await connect({ servers: nats.url, name: 'e2e-bench', noAsyncTraces: true });
+  onCleanup(`the NATS connection to ${what}`, () => nc.close());
+  const js = jetstream(nc);
+  const jsm = await jetstreamManager(nc);
+  await ensureStreams(jsm, options.duplicateWindowMs);
+  await verifyMapping(nc, PARTITIONS);
+  const controlBody = JSON.stringify({ op: 'replace-all', rules, meta: { actor: 'e2e-bench' } });
+  const { seq: rulesSeq } = await js.publish(CONTROL_SUBJECT, controlBody);
+  log(
+    `${what}: published ${RULES} rules (${rules.filter((r) => r.pattern !== undefined).length} threshold rules) as one replace-all (${fmt(controlBody.length)} bytes, CONTROL seq ${rulesSeq})`,
+  );
+  const seedStart = performance.now();
+  const seeder = await startTracked(options);
+  await seeder.whenReady();
+  const startupSeconds = (performance.now() - seedStart) / 1000;
+  await waitFor(
+    async () => minApplied(await readMetrics(seeder)) >= rulesSeq,
+    60_000,
+    'the rules to be applied on every partition',
+    () => 50,
+  );
+  await seeder.stop();
+  if (redis) await flushRedis(redis.url);
+  log(
+    `${what}: a first service run (ready after ${startupSeconds.toFixed(2)} s) wrote the epoch markers of seq ${rulesSeq} into the ${PARTITIONS} partitions (${((performance.now() - seedStart) / 1000).toFixed(1)} s in all)`,
+  );
+  const before = (await jsm.streams.info(Streams.events)).state.messages;
+  // (c)'s producers go on with the same generator after the fill.
+  const next = eventGenerator(SEED, KEYS);
+  const filled = await fill(nc, next, EVENTS);
+  const records = (await jsm.streams.info(Streams.events)).state.messages;
+  if (records - before !== EVENTS)
+    throw new Error(`${what}: EVENTS grew by ${records - before} messages, expected ${EVENTS}`);
+  log(
+    `${what}: filled EVENTS: ${fmt(EVENTS)} events (avg ${(filled.bytes / EVENTS).toFixed(0)} bytes) in ${filled.seconds.toFixed(2)} s = ${fmt(EVENTS / filled.seconds)}/s; ${fmt(records)} records in the stream`,
+  );
+  return {
+    nc,
+    js,
+    jsm,
+    next,
+    rulesSeq,
+    records,
+    startupSeconds,
+    fillSeconds: filled.seconds,
+    bytes: filled.bytes,
+  };
+}
+
+/**
+ * The cost of checkpoints, side by side: a service with checkpoints and one without start at the
+ * same moment, each on its own nats-server holding the same log, and share the cores until the
+ * first has read all of it. The ratio of their shares read by then is the ratio of their rates
+ * over the same seconds of the same machine, so the host's drift (up to 2× within minutes here)
+ * weighs on both alike. redis-server's CPU comes out of both halves, where alone it would come out
+ * of the one with checkpoints only: the caller reports it beside the ratio.
+ */
+async function drainSideBySide(
+  withCheckpoints: { readonly options: VigilOptions; readonly jsm: JetStreamManager },
+  without: { readonly options: VigilOptions; readonly jsm: JetStreamManager },
+): Promise<{ seconds: number; onShare: number; offShare: number; records: number }> {
+  const t0 = performance.now();
+  const [on, off] = await Promise.all([
+    startTracked(withCheckpoints.options),
+    startTracked(without.options),
+  ]);
+  try {
+    // The start-up probe of the mapping adds one record to each log.
+    const [onTarget = 0, offTarget = 0] = await Promise.all(
+      [withCheckpoints.jsm, without.jsm].map(
+        async (m) => (await m.streams.info(Streams.events)).state.messages,
+      ),
+    );
+    let last = { on: 0, off: 0, t: t0 };
+    let best = { n: 0, t: t0 };
+    let pollMs = 1000;
+    await waitFor(
+      async () => {
+        // Both read at the same moment; a reading that misses a partition is not used.
+        const [a, b] = await Promise.all([readMetrics(on), readMetrics(off)]);
+        const t = performance.now();
+        if (partitionsReporting(a) < PARTITIONS || partitionsReporting(b) < PARTITIONS)
+          return false;
+        const n = { on: sumOf(a, 'vigil_events_total'), off: sumOf(b, 'vigil_events_total') };
+        if (n.on + n.off > best.n) best = { n: n.on + n.off, t };
+        else if (t - best.t > DRAIN_STALL_MS)
+          throw new Error(`neither service read a record in ${DRAIN_STALL_MS / 1000} s`);
+        last = { ...n, t };
+        if (n.on >= onTarget || n.off >= offTarget) return true;
+        // As in (b): each /metrics read costs the workers CPU, so read more often only near the end.
+        const share = Math.max(n.on / onTarget, n.off / offTarget);
+        const elapsedMs = t - t0;
+        pollMs =
+          share === 0
+            ? 1000
+            : Math.min(1000, Math.max(50, ((1 - share) / share) * elapsedMs * 0.1));
+        return false;
+      },
+      DRAIN_TIMEOUT_MS,
+      'one of the two services to read all of its EVENTS',
+      () => pollMs,
+    );
+    return {
+      seconds: (last.t - t0) / 1000,
+      onShare: Math.min(1, last.on / onTarget),
+      offShare: Math.min(1, last.off / offTarget),
+      records: last.on + last.off,
+    };
+  } finally {
+    await Promise.all([on.stop(), off.stop()]);
+  }
+}
+
 /** (a) Bare ordered consumers, one per partition, count records until each has none pending. */
 async function drainCeiling(js: JetStreamClient): Promise<{ records: number; seconds: number }> {
   const t0 = performance.now();
@@ -464,7 +606,9 @@ function cpuSeconds(pid?: number): number {
  * (bench and service), nats-server and redis-server. On 2 cores they share, these say which one
  * the records wait for.
  */
-function cpuMeter(servers: readonly (ServerHandle | undefined)[]): () => Record<string, number> {
+function cpuMeter(
+  servers: readonly ((Pick<ServerHandle, 'process'> & { readonly name: string }) | undefined)[],
+): () => Record<string, number> {
   const sample = (): number[] => [
     cpuSeconds(),
     ...servers.map((s) => (s?.process.pid === undefined ? NaN : cpuSeconds(s.process.pid))),
@@ -580,58 +724,14 @@ async function main(): Promise<void> {
     {},
   );
 
-  const nc = await connect({ servers: nats.url, name: 'e2e-bench', noAsyncTraces: true });
-  onCleanup('the NATS connection', () => nc.close());
-  const js = jetstream(nc);
-  const jsm: JetStreamManager = await jetstreamManager(nc);
-  await ensureStreams(jsm, options.duplicateWindowMs);
-  await verifyMapping(nc, PARTITIONS);
-
-  // 0. Rules first, and their markers at the head of every partition. A change takes effect at its
-  //    marker (DESIGN §4), and a service that was not running when the change was committed writes
-  //    the marker when it starts, after whatever EVENTS holds by then. Events filled before that
-  //    would be judged by the empty rule set, so a first service run writes the markers now.
   const rules = generateRules(RULES, SEED);
-  const controlBody = JSON.stringify({ op: 'replace-all', rules, meta: { actor: 'e2e-bench' } });
-  const { seq: rulesSeq } = await js.publish(CONTROL_SUBJECT, controlBody);
-  log(
-    `published ${RULES} rules (${rules.filter((r) => r.pattern !== undefined).length} threshold rules) as one replace-all (${fmt(controlBody.length)} bytes, CONTROL seq ${rulesSeq})`,
-  );
-  // Its time to ready is the service's start-up cost (threads, TypeScript loader, CONTROL catch-up,
-  // checkpoint lookup, consumers) on a log with nothing to drain.
-  const seedStart = performance.now();
-  {
-    const seeder = await startTracked(options);
-    await seeder.whenReady();
-    result.serviceStartupSeconds = round((performance.now() - seedStart) / 1000, 3);
-    await waitFor(
-      async () => minApplied(await readMetrics(seeder)) >= rulesSeq,
-      60_000,
-      'the rules to be applied on every partition',
-      () => 50,
-    );
-    await seeder.stop();
-  }
-  const idleStartupSeconds = result.serviceStartupSeconds as number;
-  // (b) must read the whole log like (a) does, not resume from this run's last checkpoint.
-  if (redis) await flushRedis(redis.url);
-  log(
-    `a first service run (ready after ${idleStartupSeconds.toFixed(2)} s) wrote the epoch markers of seq ${rulesSeq} into the ${PARTITIONS} partitions (${((performance.now() - seedStart) / 1000).toFixed(1)} s in all)`,
-  );
-
-  // 1. Fill EVENTS before any timing.
-  const next = eventGenerator(SEED, KEYS);
-  const before = (await jsm.streams.info(Streams.events)).state.messages;
-  const filled = await fill(nc, next, EVENTS);
-  const records = (await jsm.streams.info(Streams.events)).state.messages;
-  if (records - before !== EVENTS)
-    throw new Error(`EVENTS grew by ${records - before} messages, expected ${EVENTS}`);
-  result.avgEventBytes = round(filled.bytes / EVENTS);
+  const prepared = await prepareLog(nats, options, redis, rules, 'EVENTS');
+  const { nc, js, jsm, next, rulesSeq, records } = prepared;
+  const idleStartupSeconds = prepared.startupSeconds;
+  result.serviceStartupSeconds = round(idleStartupSeconds, 3);
+  result.avgEventBytes = round(prepared.bytes / EVENTS);
   result.records = records;
-  result.fillEventsPerSec = Math.round(EVENTS / filled.seconds);
-  log(
-    `filled EVENTS: ${fmt(EVENTS)} events (avg ${(filled.bytes / EVENTS).toFixed(0)} bytes) in ${filled.seconds.toFixed(2)} s = ${fmt(EVENTS / filled.seconds)}/s; ${fmt(records)} records in the stream`,
-  );
+  result.fillEventsPerSec = Math.round(EVENTS / prepared.fillSeconds);
 
   // 2. (a) The ceiling.
   const ceilingCpu = cpuMeter([nats, redis]);
@@ -713,32 +813,48 @@ async function main(): Promise<void> {
     const serviceSeconds = (drainedAt - t0) / 1000;
     return { service, target, serviceSeconds, readySeconds };
   };
-  // (b0) Checkpoints off, for the cost of checkpoints (issue: checkpoints every 1 s vs off, ≥ 0.9).
-  // The host's speed drifts by up to 2× within minutes, so the comparison runs on, off, off, on
-  // (the last one is (b), kept running for (c)): a drift that is linear over the four drains
-  // weighs on both sides alike, where one drain of each compared two different minutes.
+  // (b0) The cost of checkpoints (issue: every 1 s against off, ≥ 0.9), side by side on a second
+  //      nats-server holding the same log. Sequential drains (on, off, off, on) gave 0.62-0.97
+  //      over runs whose two drains without checkpoints differed by up to 18%: the drift between
+  //      minutes, not the checkpoints.
   const compare = CHECKPOINT_MS > 0 && !argv.includes('--no-checkpoint-compare');
-  const compareRates: {
-    checkpoints: boolean;
-    eventsPerSec: number;
-    cpuMicrosPerRecord: Record<string, number>;
-  }[] = [];
-  const drainOnce = async (checkpoints: boolean): Promise<void> => {
-    const cpu = cpuMeter([nats, redis]);
-    const run = await drain(checkpoints ? options : { ...options, checkpointIntervalMs: 0 });
-    const used = perRecord(cpu(), run.target);
-    if (!checkpoints) cpuMicrosPerRecord.checkpointsOff = used;
-    await run.service.stop();
-    const rate = run.target / run.serviceSeconds;
-    compareRates.push({ checkpoints, eventsPerSec: Math.round(rate), cpuMicrosPerRecord: used });
-    log(
-      `(b${checkpoints ? '' : '0'}) service ${checkpoints ? 'with' : 'without'} checkpoints (comparison drain ${compareRates.length} of 4): read ${fmt(run.target)} records in ${run.serviceSeconds.toFixed(2)} s = ${fmt(rate)}/s including start-up`,
+  if (compare && redis) {
+    const natsOff = await startNats({ dataDir: join(dir, 'nats-off'), partitions: PARTITIONS });
+    onCleanup('the second nats-server', () => natsOff.stop());
+    const optionsOff = resolveOptions(
+      {
+        natsUrl: natsOff.url,
+        partitions: PARTITIONS,
+        workers: WORKERS,
+        workerYoungGenerationMb: YOUNG_GENERATION_MB,
+        httpPort: 0,
+        tickIntervalMs: 0,
+        checkpointIntervalMs: 0,
+      },
+      {},
     );
-  };
-  if (compare) {
-    await drainOnce(true);
-    await drainOnce(false);
-    await drainOnce(false);
+    const logOff = await prepareLog(natsOff, optionsOff, undefined, rules, 'second nats-server');
+    await flushRedis(redis.url);
+    const cpu = cpuMeter([nats, { ...natsOff, name: 'nats-server-off' }, redis]);
+    const side = await drainSideBySide({ options, jsm }, { options: optionsOff, jsm: logOff.jsm });
+    const used = cpu();
+    await logOff.nc.close();
+    await natsOff.stop();
+    await flushRedis(redis.url);
+    const ratio = side.onShare / side.offShare;
+    const redisMicros = ((used['redis-server'] ?? 0) * 1e6) / Math.max(1, side.onShare * records);
+    result.checkpointThroughputRatio = round(ratio, 3);
+    result.checkpointCompare = {
+      method: 'side-by-side',
+      seconds: round(side.seconds, 3),
+      withCheckpointsEventsPerSec: Math.round((side.onShare * records) / side.seconds),
+      withoutCheckpointsEventsPerSec: Math.round((side.offShare * records) / side.seconds),
+      redisServerCpuMicrosPerRecord: round(redisMicros, 1),
+      cpuSeconds: used,
+    };
+    log(
+      `(b0) side by side for ${side.seconds.toFixed(2)} s: with checkpoints ${(side.onShare * 100).toFixed(1)}% of the log read, without ${(side.offShare * 100).toFixed(1)}%: ratio ${ratio.toFixed(3)} (redis-server ${redisMicros.toFixed(1)} CPU µs per record checkpointed, out of both halves; CPU s ${JSON.stringify(used)})`,
+    );
   }
   const serviceCpu = cpuMeter([nats, redis]);
   const { service, target, serviceSeconds, readySeconds } = await drain(options);
@@ -746,21 +862,6 @@ async function main(): Promise<void> {
   log(`    CPU µs per record read: ${JSON.stringify(cpuMicrosPerRecord)}`);
   const serviceRate = target / serviceSeconds;
   const serviceRateExcl = target / Math.max(0.001, serviceSeconds - idleStartupSeconds);
-  if (compare) {
-    compareRates.push({
-      checkpoints: true,
-      eventsPerSec: Math.round(serviceRate),
-      cpuMicrosPerRecord: cpuMicrosPerRecord.service,
-    });
-    const sum = (on: boolean): number =>
-      compareRates.filter((r) => r.checkpoints === on).reduce((a, r) => a + r.eventsPerSec, 0);
-    result.serviceEventsPerSecCheckpointsOff = Math.round(sum(false) / 2);
-    result.checkpointThroughputRatio = round(sum(true) / sum(false), 3);
-    result.checkpointCompareDrains = compareRates;
-    log(
-      `    checkpoints on / off over the four drains (on, off, off, on): ${compareRates.map((r) => fmt(r.eventsPerSec)).join(', ')}/s, ratio ${result.checkpointThroughputRatio}; CPU µs per record in the bench process ${compareRates.map((r) => r.cpuMicrosPerRecord.benchAndService).join(', ')}`,
-    );
-  }
   const afterDrain = await readMetrics(service);
   const alerts = sumOf(afterDrain, 'vigil_alerts_total');
   const dlq = sumOf(afterDrain, 'vigil_dlq_total');
