@@ -72,6 +72,7 @@ export {
 export {
   buildRuleSet,
   emptyRuleSet,
+  ruleSetText,
   ruleSetToJSON,
   type RuleSet,
   type RuleSetJSON,

@@ -25,8 +25,11 @@ export interface CheckpointStore {
   /** The offset of the partition's checkpoint (0: none): one small read, ahead of `load`. */
   loadOffset(partition: number): Promise<number>;
   save(partition: number, parts: CheckpointParts, fence: number): Promise<void>;
-  /** Stores a rule set once per control sequence (a no-op when it is there already). */
-  saveRuleSet(json: RuleSetJSON): Promise<void>;
+  /**
+   * Stores a rule set once per control sequence (a no-op when it is there already): `text` is
+   * its {@link RuleSetJSON} as JSON (`ruleSetText`).
+   */
+  saveRuleSet(controlSeq: number, text: string): Promise<void>;
   loadRuleSet(controlSeq: number): Promise<RuleSetJSON | undefined>;
   /** The control sequence of each partition's checkpoint (0: none), partitions 0 … n − 1. */
   loadControlSeqs(partitions: number): Promise<number[]>;
@@ -197,8 +200,8 @@ export class RedisCheckpointStore implements CheckpointStore {
     }
   }
 
-  async saveRuleSet(json: RuleSetJSON): Promise<void> {
-    await this.redis.set(`${this.prefix}ruleset:${json.controlSeq}`, JSON.stringify(json), 'NX');
+  async saveRuleSet(controlSeq: number, text: string): Promise<void> {
+    await this.redis.set(`${this.prefix}ruleset:${controlSeq}`, text, 'NX');
   }
 
   async loadOffset(partition: number): Promise<number> {

@@ -4,7 +4,7 @@ import {
   requeueCheckpoint,
   restorePartitionParts,
   restoreRuleSet,
-  ruleSetToJSON,
+  ruleSetText,
   type CheckpointParts,
   type PartitionState,
   type RuleLimits,
@@ -142,7 +142,7 @@ export class Checkpointer {
           let saved = this.o.savedRuleSets.get(seq);
           if (saved === undefined) {
             // Partitions checkpoint together: without this, each would serialise the same rule set.
-            saved = this.o.store.saveRuleSet(ruleSetToJSON(rs));
+            saved = this.o.store.saveRuleSet(seq, ruleSetText(rs));
             this.o.savedRuleSets.set(seq, saved);
             saved.catch(() => this.o.savedRuleSets.delete(seq));
           }

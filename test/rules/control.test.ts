@@ -5,6 +5,7 @@ import {
   emptyRuleSet,
   parseControl,
   restoreRuleSet,
+  ruleSetText,
   ruleSetToJSON,
   validateControl,
   type RuleSet,
@@ -200,6 +201,35 @@ describe('applying control messages (broadcast state)', () => {
     const back = restoreRuleSet(JSON.parse(JSON.stringify(ruleSetToJSON(rs))));
     expect(ruleSetToJSON(back)).toEqual(ruleSetToJSON(rs));
     expect(back.rulesFor('p')).toEqual([]); // paused
+  });
+
+  it('stores a rule set as the text of ruleSetToJSON, also after changes reuse the texts of the others', () => {
+    const other = {
+      id: 'plain',
+      on: ['p'],
+      when: { all: [{ fact: 'a', operator: 'equal', value: 1 }] },
+    };
+    const steps: unknown[] = [
+      upsert(count(3)),
+      upsert(other),
+      { op: 'upsert-model', model: { id: 'm', kind: 'lookup', values: ['a', 'é"\\'] } },
+      { op: 'pause-rule', id: 'cnt' },
+      upsert({ ...other, when: { all: [{ fact: 'a', operator: 'equal', value: 2 }] } }),
+      { op: 'resume-rule', id: 'cnt' },
+      { op: 'clear-state', id: 'cnt' },
+      { op: 'delete-model', id: 'm' },
+      { op: 'delete-rule', id: 'plain' },
+    ];
+    let rs = emptyRuleSet();
+    expect(ruleSetText(rs)).toBe(JSON.stringify(ruleSetToJSON(rs)));
+    for (const step of steps) {
+      const r = apply(rs, step);
+      if (!r.ok) throw new Error(JSON.stringify(r.problems));
+      rs = r.ruleSet;
+      // Twice: the second is built from the cached texts.
+      expect(ruleSetText(rs)).toBe(JSON.stringify(ruleSetToJSON(rs)));
+      expect(ruleSetText(rs)).toBe(JSON.stringify(ruleSetToJSON(rs)));
+    }
   });
 });
 
