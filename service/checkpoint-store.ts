@@ -2,6 +2,7 @@ import { Redis } from 'ioredis';
 import type { CheckpointParts, RuleSetJSON } from '../rules/index.js';
 import { VigilError } from '../rules/index.js';
 import { leaseKeys } from './lease-store.js';
+import { readHash } from './redis-hash-read.js';
 
 /** What a store holds for one partition. */
 export interface StoredCheckpoint {
@@ -115,7 +116,7 @@ export class RedisCheckpointStore implements CheckpointStore {
   private readonly redis: Redis;
 
   constructor(
-    url: string,
+    private readonly url: string,
     private readonly prefix = 'vigil:',
   ) {
     // Commands wait (offline queue) while Redis is away; the caller bounds how much work piles up.
@@ -137,13 +138,15 @@ export class RedisCheckpointStore implements CheckpointStore {
 
   async load(partition: number): Promise<StoredCheckpoint | undefined> {
     const [metaKey, stateKey] = this.keys(partition);
-    // The state hash as Redis sends it (field, value, field, value, …): ioredis' hgetall would
-    // first build an object of a million properties, then we would take its entries apart again.
+    // The state hash as Redis sends it (field, value, field, value, …), read by readHash on a
+    // connection of its own: ioredis' hgetall would first build an object of a million
+    // properties, and its parser costs about twice the CPU. No one else writes the partition
+    // while this owner holds its lease, so the two reads see the same checkpoint.
     // (Joining the values into one text in a Lua script, to save the client a string per value,
     // cost Redis more than it saved: 5.8 s of its one thread for 1,000,000 keys instead of 1 s.)
     const [meta, flat] = await Promise.all([
       this.redis.hgetall(metaKey),
-      this.redis.call('HGETALL', stateKey) as Promise<string[]>,
+      readHash(this.url, stateKey),
     ]);
     if (meta.meta === undefined) return undefined;
     return {

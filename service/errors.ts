@@ -9,6 +9,7 @@ export const ServiceErrorCode = {
   StreamConfig: 'VIGIL_E_STREAM_CONFIG',
   Nats: 'VIGIL_E_NATS',
   Worker: 'VIGIL_E_WORKER',
+  Redis: 'VIGIL_E_REDIS',
 } as const;
 export type ServiceErrorCode = (typeof ServiceErrorCode)[keyof typeof ServiceErrorCode];
 
