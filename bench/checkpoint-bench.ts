@@ -9,10 +9,15 @@
  * - heap per key of the partition state;
  * - recovery after `kill -9` of a real service process holding as many keys over every partition
  *   (bench/checkpoint-recovery.ts; `--no-recovery` skips it, `--cpu-prof-dir DIR` profiles the
- *   restarted process): `recoverySeconds` is kill → every partition judging new events again.
+ *   restarted process): `recoverySeconds` is kill → every partition judging new events again;
+ * - throughput with checkpoints every 1 s against none, `checkpointThroughputRatio`: the e2e
+ *   bench's side-by-side drains of 500,000 events, 50,000 with `--quick`
+ *   (`bench/e2e-bench.ts --only-checkpoint-compare`,
+ *   a child with its own servers; `--no-compare` skips it, as `--only-recovery` does).
  * Prints progress, then one JSON line with at least checkpointFullSeconds, checkpointIncrementalSeconds,
- * bytesPerKey, recoverySeconds, memoryBytesPerKey.
+ * bytesPerKey, recoverySeconds, memoryBytesPerKey, checkpointThroughputRatio.
  */
+import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -40,6 +45,7 @@ const KEYS =
       ? 100_000
       : 1_000_000;
 const RECOVERY = !process.argv.includes('--no-recovery');
+const COMPARE = !process.argv.includes('--no-compare') && !process.argv.includes('--only-recovery');
 const argProf = process.argv.indexOf('--cpu-prof-dir');
 const PROFILE_DIR = argProf >= 0 ? process.argv[argProf + 1] : undefined;
 setFlagsFromString('--expose-gc');
@@ -158,6 +164,51 @@ async function inProcess(): Promise<Record<string, number>> {
   }
 }
 
+interface CompareResult {
+  checkpointThroughputRatio?: number;
+  checkpointCompare?: {
+    seconds: number;
+    withCheckpointsEventsPerSec: number;
+    withoutCheckpointsEventsPerSec: number;
+  };
+  error?: string;
+}
+
+/** Runs the e2e bench's side-by-side comparison; its progress lines go through, its JSON line is read. */
+async function checkpointCompare(): Promise<CompareResult> {
+  const child = spawn(
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      'bench/e2e-bench.ts',
+      '--only-checkpoint-compare',
+      ...(process.argv.includes('--quick') ? ['--quick'] : []),
+    ],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  let last = '';
+  let pending = '';
+  child.stdout.setEncoding('utf8');
+  child.stdout.on('data', (chunk: string) => {
+    pending += chunk;
+    const lines = pending.split('\n');
+    pending = lines.pop() ?? '';
+    for (const line of lines) {
+      if (line.startsWith('{')) last = line;
+      else if (line.startsWith('[e2e-bench]')) say(`  ${line}`);
+    }
+  });
+  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+  if (pending.startsWith('{')) last = pending;
+  const parsed = (last === '' ? {} : JSON.parse(last)) as CompareResult;
+  if (code !== 0 || parsed.checkpointThroughputRatio === undefined)
+    throw new Error(
+      `bench/e2e-bench.ts --only-checkpoint-compare failed (exit ${code}): ${parsed.error ?? 'no result line'}`,
+    );
+  return parsed;
+}
+
 const started = performance.now();
 // `--only-recovery`: the service phase alone (quicker when working on recovery).
 const figures: Record<string, number | boolean> = process.argv.includes('--only-recovery')
@@ -174,6 +225,20 @@ if (RECOVERY) {
     log: say,
   });
   Object.assign(figures, recovery, { targetRecoveryMet: (recovery.recoverySeconds ?? NaN) <= 5 });
+}
+// Throughput with checkpoints every 1 s against none: the e2e bench's side-by-side drains (b0),
+// run as a child with its own servers, so that this line holds every figure of the issue.
+if (COMPARE) {
+  say('throughput with checkpoints against without: bench/e2e-bench.ts --only-checkpoint-compare');
+  const compared = await checkpointCompare();
+  Object.assign(figures, {
+    checkpointThroughputRatio: compared.checkpointThroughputRatio,
+    checkpointCompareSeconds: compared.checkpointCompare?.seconds,
+    checkpointCompareWithEventsPerSec: compared.checkpointCompare?.withCheckpointsEventsPerSec,
+    checkpointCompareWithoutEventsPerSec:
+      compared.checkpointCompare?.withoutCheckpointsEventsPerSec,
+    targetCheckpointRatioMet: (compared.checkpointThroughputRatio ?? NaN) >= 0.9,
+  });
 }
 console.log(
   JSON.stringify({

@@ -6,6 +6,7 @@
  *   node --import tsx bench/e2e-bench.ts --events N   N events (also --keys N, --rules N, --seed N, --workers N)
  *   node --import tsx bench/e2e-bench.ts --checkpoint-ms 0   no checkpoints, no redis-server
  *   node --import tsx bench/e2e-bench.ts --young-generation-mb N   workers' young generation (default: the service's)
+ *   node --import tsx bench/e2e-bench.ts --only-checkpoint-compare   steps 0-3 (b0) only: `bench:checkpoint` runs this
  *
  * Steps, all in one run (see bench/README.md for what each figure means):
  *  0. nats-server (and redis-server for the service's checkpoints) in a temp folder; 1,000 rules
@@ -77,6 +78,8 @@ function numberArg(name: string, fallback: number): number {
 }
 
 const QUICK = argv.includes('--quick');
+/** Stop after (b0): what `bench:checkpoint` runs for its `checkpointThroughputRatio`. */
+const ONLY_COMPARE = argv.includes('--only-checkpoint-compare');
 const EVENTS = numberArg('events', QUICK ? 50_000 : 500_000);
 const KEYS = numberArg('keys', 100_000);
 const RULES = numberArg('rules', 1000);
@@ -855,6 +858,12 @@ async function main(): Promise<void> {
     log(
       `(b0) side by side for ${side.seconds.toFixed(2)} s: with checkpoints ${(side.onShare * 100).toFixed(1)}% of the log read, without ${(side.offShare * 100).toFixed(1)}%: ratio ${ratio.toFixed(3)} (redis-server ${redisMicros.toFixed(1)} CPU µs per record checkpointed, out of both halves; CPU s ${JSON.stringify(used)})`,
     );
+  }
+  if (ONLY_COMPARE) {
+    if (result.checkpointThroughputRatio === undefined)
+      throw new Error('--only-checkpoint-compare needs checkpoints on (--checkpoint-ms > 0)');
+    result.seconds = round((performance.now() - runStart) / 1000, 1);
+    return;
   }
   const serviceCpu = cpuMeter([nats, redis]);
   const { service, target, serviceSeconds, readySeconds } = await drain(options);
