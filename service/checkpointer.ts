@@ -223,10 +223,8 @@ export interface HeldCheckpoint {
  * The limit also sets when the first state arrives. Redis runs every command it has read from a
  * connection before it sends any reply, so eight state reads sent together meant the first
  * partition's state (and every offset queued behind them) came back only once Redis had built all
- * eight replies; with 1,000,000 keys on a busy machine that was 2 s after the worker asked. A few
- * at a time, the first ones restore while the next are on their way. Since each state read has a
- * connection of its own (`readHash`), four at a time recovered 1,000,000 keys sooner than two in
- * each of three alternating pairs of `bench:checkpoint` runs (3.67-3.94 s against 3.87-4.52 s).
+ * eight replies; with 1,000,000 keys on a busy machine that was 2 s after the worker asked. Two
+ * at a time, the first one restores while the next is on its way.
  */
 export class CheckpointLoader {
   private readonly ahead = new Map<number, Promise<HeldCheckpoint>>();
@@ -236,7 +234,7 @@ export class CheckpointLoader {
 
   constructor(
     private readonly store: CheckpointStore,
-    private readonly concurrency = 4,
+    private readonly concurrency = 2,
   ) {}
 
   /** Starts reading `p`'s checkpoint, for a {@link take} to come. */
