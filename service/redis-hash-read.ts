@@ -38,7 +38,7 @@ export function readHash(url: string, key: string, timeoutMs = 30_000): Promise<
         new ServiceError(
           ServiceErrorCode.Redis,
           `reading hash ${key} from Redis at ${target.host}:${target.port} failed: ${(e as Error).message}`,
-          { retryable: !(e instanceof RedisReplyError), cause: e },
+          { retryable: !(e instanceof RedisReplyError) && !isCertificateError(e), cause: e },
         ),
       );
     };
@@ -60,6 +60,12 @@ export function readHash(url: string, key: string, timeoutMs = 30_000): Promise<
     });
     socket.write(commands.map(encodeCommand).join(''));
   });
+}
+
+/** A TLS handshake that failed on the server's certificate: the same certificate fails again. */
+function isCertificateError(e: unknown): boolean {
+  const code = (e as { code?: unknown }).code;
+  return typeof code === 'string' && /CERT|SELF_SIGNED|UNABLE_TO_VERIFY|ALTNAME/.test(code);
 }
 
 /** An error reply from Redis (`-ERR …`, `-WRONGPASS …`): asking again will not help. */
