@@ -38,7 +38,10 @@ export function readHash(url: string, key: string, timeoutMs = 30_000): Promise<
         new ServiceError(
           ServiceErrorCode.Redis,
           `reading hash ${key} from Redis at ${target.host}:${target.port} failed: ${(e as Error).message}`,
-          { retryable: !(e instanceof RedisReplyError) && !isCertificateError(e), cause: e },
+          {
+            retryable: e instanceof RedisReplyError ? e.retryable : !isCertificateError(e),
+            cause: e,
+          },
         ),
       );
     };
@@ -68,9 +71,18 @@ function isCertificateError(e: unknown): boolean {
   return typeof code === 'string' && /CERT|SELF_SIGNED|UNABLE_TO_VERIFY|ALTNAME/.test(code);
 }
 
-/** An error reply from Redis (`-ERR …`, `-WRONGPASS …`): asking again will not help. */
+/**
+ * An error reply from Redis. Asking again helps only when the server says it is not ready yet:
+ * loading its data after a restart, or busy with a script (ioredis waits these out on its own
+ * connection); `-ERR …`, `-WRONGPASS …` or `-WRONGTYPE …` come back the same.
+ */
 class RedisReplyError extends Error {
   override name = 'RedisReplyError';
+  readonly retryable: boolean;
+  constructor(message: string) {
+    super(message);
+    this.retryable = /^(LOADING|BUSY|TRYAGAIN|MASTERDOWN)\b/.test(message);
+  }
 }
 
 interface RedisTarget {

@@ -59,6 +59,21 @@ describe('ReplyParser (the restore read of a checkpoint hash)', () => {
     );
   });
 
+  it('says an error reply is worth retrying only while the server is not ready', () => {
+    const thrown = (reply: string): { retryable?: boolean } => {
+      try {
+        new ReplyParser(0).push(Buffer.from(reply));
+      } catch (e) {
+        return e as { retryable?: boolean };
+      }
+      throw new Error('no error');
+    };
+    expect(thrown('-LOADING Redis is loading the dataset in memory\r\n').retryable).toBe(true);
+    expect(thrown('-BUSY Redis is busy running a script\r\n').retryable).toBe(true);
+    expect(thrown('-WRONGTYPE Operation against a key\r\n').retryable).toBe(false);
+    expect(thrown('-ERR unknown command\r\n').retryable).toBe(false);
+  });
+
   it('reads an empty hash', () => {
     expect(new ReplyParser(0).push(Buffer.from('*0\r\n'))).toEqual([]);
   });
