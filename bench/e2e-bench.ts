@@ -472,6 +472,16 @@ async function prepareLog(
 }
 
 /**
+ * When to read `/metrics` next during a drain that has read `share` of its log in `elapsedMs`:
+ * a tenth of the time it still needs at its rate so far, between 50 ms and 1 s. Each read costs
+ * the workers ~15 ms of CPU with 1,000 rules, so reads are rare but for the end.
+ */
+function drainPollMs(share: number, elapsedMs: number): number {
+  if (share <= 0) return 1000;
+  return Math.min(1000, Math.max(50, ((1 - share) / share) * elapsedMs * 0.1));
+}
+
+/**
  * The cost of checkpoints, side by side: a service with checkpoints and one without start at the
  * same moment, each on its own nats-server holding the same log, and share the cores until the
  * first has read all of it. The ratio of their shares read by then is the ratio of their rates
@@ -511,13 +521,7 @@ async function drainSideBySide(
           throw new Error(`neither service read a record in ${DRAIN_STALL_MS / 1000} s`);
         last = { ...n, t };
         if (n.on >= onTarget || n.off >= offTarget) return true;
-        // As in (b): each /metrics read costs the workers CPU, so read more often only near the end.
-        const share = Math.max(n.on / onTarget, n.off / offTarget);
-        const elapsedMs = t - t0;
-        pollMs =
-          share === 0
-            ? 1000
-            : Math.min(1000, Math.max(50, ((1 - share) / share) * elapsedMs * 0.1));
+        pollMs = drainPollMs(Math.max(n.on / onTarget, n.off / offTarget), t - t0);
         return false;
       },
       DRAIN_TIMEOUT_MS,
@@ -801,9 +805,7 @@ async function main(): Promise<void> {
           drainedAt = t;
           return true;
         }
-        // Each /metrics read costs the service ~15 ms of CPU: read rarely, more often near the end.
-        const rate = n / Math.max(0.001, (t - t0) / 1000);
-        pollMs = n === 0 ? 1000 : Math.min(1000, Math.max(50, ((target - n) / rate) * 100));
+        pollMs = drainPollMs(n / target, t - t0);
         return false;
       },
       DRAIN_TIMEOUT_MS,
