@@ -356,3 +356,16 @@ function compileNode(c: Condition): Node {
 export function compileCondition(condition: TopCondition): CompiledCondition {
   return compileNode(condition).run;
 }
+
+/**
+ * {@link compileCondition}, and whether the condition can throw on an event that holds no
+ * hostile object (a fact reference, lookup or decorator anywhere in it): only a condition that
+ * cannot may be skipped on a false guard (see `guard-index.ts`) without hiding an error.
+ */
+export function compileConditionInfo(condition: TopCondition): {
+  readonly run: CompiledCondition;
+  readonly throwsOnPlainEvents: boolean;
+} {
+  const node = compileNode(condition);
+  return { run: node.run, throwsOnPlainEvents: node.risk === Risk.always };
+}

@@ -1,6 +1,11 @@
-import { compileCondition, type CompiledCondition } from './compile-condition.js';
+import {
+  compileCondition,
+  compileConditionInfo,
+  type CompiledCondition,
+} from './compile-condition.js';
+import { conditionGuard, type Guard } from './guard-index.js';
 import { parseDuration } from './duration.js';
-import type { AfterMatch, Aggregate, Comparison, Contiguity, Rule } from './types.js';
+import type { AfterMatch, Aggregate, Comparison, Contiguity, Rule, TopCondition } from './types.js';
 
 export interface CompiledThreshold {
   readonly kind: 'threshold';
@@ -60,6 +65,11 @@ export interface CompiledRule {
   /** Every type the index files the rule under triggers it (no absence `expect.on` beyond `on`). */
   readonly triggeredByIndex: boolean;
   readonly when: CompiledCondition | undefined;
+  /**
+   * A leaf `when` needs (see `guard-index.ts`), when the rule's verdict is false whenever it is
+   * false: `when` cannot throw on a plain event and no absence expectation rides on the event.
+   */
+  readonly guard: Guard | undefined;
   readonly keyField: string | undefined;
   readonly pattern: CompiledPattern | undefined;
   readonly severity: string;
@@ -158,6 +168,7 @@ export function compileRule(
 ): CompiledRule {
   const title = compileTemplate(rule.alert?.title ?? rule.description ?? rule.id);
   const types = rule.on.includes('*') ? undefined : new Set(rule.on);
+  const when = rule.when === undefined ? undefined : compileConditionInfo(rule.when);
   const indexTypes = [
     ...new Set([...rule.on, ...(rule.pattern?.kind === 'absence' ? rule.pattern.expect.on : [])]),
   ];
@@ -171,7 +182,11 @@ export function compileRule(
     types,
     indexTypes,
     triggeredByIndex: types === undefined || indexTypes.every((t) => types.has(t)),
-    when: rule.when === undefined ? undefined : compileCondition(rule.when),
+    when: when?.run,
+    guard:
+      when === undefined || when.throwsOnPlainEvents || rule.pattern?.kind === 'absence'
+        ? undefined
+        : conditionGuard(rule.when as TopCondition),
     keyField: rule.key,
     pattern: compilePattern(rule),
     severity: rule.alert?.severity ?? 'medium',

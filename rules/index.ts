@@ -27,6 +27,7 @@ export {
   type CompiledRule,
 } from './compile-rule.js';
 export { parseDuration } from './duration.js';
+export { conditionGuard, GuardIndex, type Guard } from './guard-index.js';
 export {
   explainCondition,
   explainRule,

@@ -385,7 +385,12 @@ function onEvent(
   );
   const lc = new LazyContext(event, rs, hostile);
   let hits: Hit[] | undefined;
-  for (const rule of rs.rulesFor(type)) {
+  const rules = rs.rulesFor(type);
+  // A hostile event is judged exhaustively, where a rule skipped on its guard could have thrown.
+  const skipped = hostile ? undefined : rs.guardsFor(type).skipped(event);
+  for (let i = 0; i < rules.length; i++) {
+    if (skipped !== undefined && skipped[i] === 1) continue;
+    const rule = rules[i] as CompiledRule;
     const key = keyOf(rule, event, rec.key);
     if (key === undefined) continue;
     let v: number;

@@ -1,4 +1,5 @@
 import { compileRule, stateId, type CompiledRule } from './compile-rule.js';
+import { GuardIndex } from './guard-index.js';
 import { compileModel, type CompiledModel, type ModelRegistry } from './models.js';
 import type { Model, Rule } from './types.js';
 import type { ConditionRefs } from './validate-condition.js';
@@ -16,6 +17,8 @@ export interface RuleSet {
   readonly refs: ReadonlyMap<string, ConditionRefs>;
   /** Active rules that apply to an event of a type, ordered by id: the type index. */
   rulesFor(type: string): readonly CompiledRule[];
+  /** The guards of `rulesFor(type)`, position for position (see `guard-index.ts`). */
+  guardsFor(type: string): GuardIndex;
   /** The state lineages of this rule set's rules. */
   readonly stateIds: ReadonlySet<string>;
 }
@@ -50,12 +53,25 @@ export function buildRuleSet(
       );
   }
   const fallback = anyType.length > 0 ? Object.freeze(anyType) : NO_RULES;
+  // Built on the first event of a type: a change rebuilds the rule set, and most changes are
+  // followed by events of a few types only.
+  const guards = new Map<readonly CompiledRule[], GuardIndex>();
+  const rulesFor = (type: string): readonly CompiledRule[] => byType.get(type) ?? fallback;
   return {
     controlSeq,
     rules,
     models,
     refs,
-    rulesFor: (type) => byType.get(type) ?? fallback,
+    rulesFor,
+    guardsFor: (type) => {
+      const list = rulesFor(type);
+      let g = guards.get(list);
+      if (g === undefined) {
+        g = new GuardIndex(list.map((r) => r.guard));
+        guards.set(list, g);
+      }
+      return g;
+    },
     stateIds: new Set([...rules.values()].map(stateId)),
   };
 }

@@ -1,0 +1,204 @@
+import { resolveOperator } from './operators.js';
+import type { Condition, TopCondition } from './types.js';
+
+/**
+ * A leaf every match of a rule's `when` needs (a conjunct of its top-level `all`), on a plain
+ * event field against a literal: `amount > 5000`, `channel == "atm"`, `country in [...]`. When it
+ * is false the rule's verdict is false, so a type's rules can be screened by their guards through
+ * sorted thresholds and hash lookups, without touching the rules that cannot match (the
+ * discrimination step of a Rete network's alpha memory).
+ */
+export type Guard =
+  | {
+      readonly fact: string;
+      readonly op: 'gt' | 'gte' | 'lt' | 'lte';
+      readonly value: number;
+    }
+  | { readonly fact: string; readonly op: 'eq'; readonly value: Primitive }
+  | { readonly fact: string; readonly op: 'in'; readonly value: readonly Primitive[] };
+
+type Primitive = string | number | boolean | null;
+
+const NUMERIC = {
+  greaterThan: 'gt',
+  greaterThanInclusive: 'gte',
+  lessThan: 'lt',
+  lessThanInclusive: 'lte',
+} as const;
+
+function isIndexable(v: unknown): v is Primitive {
+  // NaN is the one primitive `===` and a Map disagree on; JSON cannot carry it anyway.
+  return (
+    v === null ||
+    typeof v === 'string' ||
+    typeof v === 'boolean' ||
+    (typeof v === 'number' && v === v)
+  );
+}
+
+/**
+ * The guard a leaf makes, or undefined. Only leaves whose compiled form is a plain property read
+ * and one comparison (`plainFieldLeaf` in compile-condition.ts) qualify: no path, params,
+ * decorators or fact prefixes, a fact Object.prototype does not have, a literal value.
+ */
+function leafGuard(c: Condition): Guard | undefined {
+  if (!('fact' in c)) return undefined;
+  if (c.path || c.params !== undefined || c.fact.indexOf(':') > 0) return undefined;
+  if (c.fact in Object.prototype) return undefined;
+  const op = resolveOperator(c.operator);
+  if (op === undefined || op.decorators.length > 0) return undefined;
+  const v = c.value;
+  if (op.base in NUMERIC) {
+    // JS coercion against a non-number value is left to the rule itself.
+    if (typeof v !== 'number' || !Number.isFinite(v)) return undefined;
+    return { fact: c.fact, op: NUMERIC[op.base as keyof typeof NUMERIC], value: v };
+  }
+  if (op.base === 'equal') return isIndexable(v) ? { fact: c.fact, op: 'eq', value: v } : undefined;
+  if (op.base === 'in') {
+    // A string value is a substring test; an element that is an object matches by identity.
+    if (!Array.isArray(v) || !v.every(isIndexable)) return undefined;
+    return { fact: c.fact, op: 'in', value: v as Primitive[] };
+  }
+  return undefined;
+}
+
+/** The conjuncts of a condition: itself, or for an `all` the conjuncts of its children. */
+function conjuncts(c: Condition, out: Condition[]): Condition[] {
+  if ('all' in c) for (const x of c.all) conjuncts(x, out);
+  else out.push(c);
+  return out;
+}
+
+const PREFERENCE = { gt: 0, gte: 0, lt: 0, lte: 0, eq: 1, in: 2 } as const;
+
+/**
+ * The guard of a rule's `when`: among the leaves every match needs, the first comparison, else
+ * the first equality, else the first `in` (thresholds are usually the most selective). Undefined
+ * when no conjunct qualifies. The caller must only use it when the condition cannot throw on the
+ * event (see `compileConditionInfo`), since a skipped rule raises no error.
+ */
+export function conditionGuard(when: TopCondition): Guard | undefined {
+  let best: Guard | undefined;
+  for (const c of conjuncts(when, [])) {
+    const g = leafGuard(c);
+    if (g !== undefined && (best === undefined || PREFERENCE[g.op] < PREFERENCE[best.op])) best = g;
+  }
+  return best;
+}
+
+/** Rules' positions by threshold, in the order a passing event value reaches them. */
+interface Thresholds {
+  readonly values: Float64Array;
+  readonly positions: Int32Array;
+}
+
+interface FactGuards {
+  readonly fact: string;
+  gt: Thresholds;
+  gte: Thresholds;
+  lt: Thresholds;
+  lte: Thresholds;
+  /** Every position with a comparison guard: all may pass when the value is not a number. */
+  numeric: Int32Array;
+  readonly eq: Map<Primitive, number[]>;
+  readonly in: Map<Primitive, number[]>;
+}
+
+function thresholds(entries: [number, number][], descending: boolean): Thresholds {
+  entries.sort((a, b) => (descending ? b[0] - a[0] : a[0] - b[0]));
+  return {
+    values: Float64Array.from(entries, (e) => e[0]),
+    positions: Int32Array.from(entries, (e) => e[1]),
+  };
+}
+
+function push(map: Map<Primitive, number[]>, k: Primitive, pos: number): void {
+  const l = map.get(k);
+  if (l === undefined) map.set(k, [pos]);
+  else if (l[l.length - 1] !== pos) l.push(pos);
+}
+
+/**
+ * The guards of one type's rule list. {@link GuardIndex.skipped} tells, for an event without
+ * hostile objects, which positions of the list hold rules whose guard is false: their verdict is
+ * false, and evaluating them would change nothing.
+ */
+export class GuardIndex {
+  private readonly guarded: Uint8Array;
+  private readonly facts: readonly FactGuards[];
+
+  constructor(guards: readonly (Guard | undefined)[]) {
+    this.guarded = new Uint8Array(guards.length);
+    const byFact = new Map<string, { num: Record<string, [number, number][]>; fg: FactGuards }>();
+    guards.forEach((g, pos) => {
+      if (g === undefined) return;
+      this.guarded[pos] = 1;
+      let f = byFact.get(g.fact);
+      if (f === undefined) {
+        const empty = thresholds([], false);
+        f = {
+          num: { gt: [], gte: [], lt: [], lte: [] },
+          fg: {
+            fact: g.fact,
+            gt: empty,
+            gte: empty,
+            lt: empty,
+            lte: empty,
+            numeric: new Int32Array(0),
+            eq: new Map(),
+            in: new Map(),
+          },
+        };
+        byFact.set(g.fact, f);
+      }
+      if (g.op === 'eq') push(f.fg.eq, g.value, pos);
+      else if (g.op === 'in') for (const v of g.value) push(f.fg.in, v, pos);
+      else f.num[g.op]?.push([g.value, pos]);
+    });
+    this.facts = [...byFact.values()].map(({ num, fg }) => {
+      fg.gt = thresholds(num.gt ?? [], false);
+      fg.gte = thresholds(num.gte ?? [], false);
+      fg.lt = thresholds(num.lt ?? [], true);
+      fg.lte = thresholds(num.lte ?? [], true);
+      fg.numeric = Int32Array.from([fg.gt, fg.gte, fg.lt, fg.lte].flatMap((t) => [...t.positions]));
+      return fg;
+    });
+  }
+
+  /**
+   * 1 at each position whose rule cannot match `event`, 0 elsewhere; undefined when no rule of
+   * the list has a guard. Only for events without hostile objects.
+   */
+  skipped(event: Readonly<Record<string, unknown>>): Uint8Array | undefined {
+    if (this.facts.length === 0) return undefined;
+    const skip = this.guarded.slice();
+    for (const f of this.facts) {
+      // As the compiled leaf reads it: the fact is not on Object.prototype.
+      const a = event[f.fact];
+      if (typeof a === 'number' && a === a) {
+        let t = f.gt;
+        for (let i = 0; i < t.values.length && (t.values[i] as number) < a; i++)
+          skip[t.positions[i] as number] = 0;
+        t = f.gte;
+        for (let i = 0; i < t.values.length && (t.values[i] as number) <= a; i++)
+          skip[t.positions[i] as number] = 0;
+        t = f.lt;
+        for (let i = 0; i < t.values.length && (t.values[i] as number) > a; i++)
+          skip[t.positions[i] as number] = 0;
+        t = f.lte;
+        for (let i = 0; i < t.values.length && (t.values[i] as number) >= a; i++)
+          skip[t.positions[i] as number] = 0;
+      } else {
+        // A numeric string compares by coercion and NaN never passes: the rules decide.
+        for (const p of f.numeric) skip[p] = 0;
+      }
+      if (f.eq.size > 0 || f.in.size > 0) {
+        const eq = f.eq.get(a as Primitive);
+        if (eq !== undefined) for (const p of eq) skip[p] = 0;
+        const inn = f.in.get(a as Primitive);
+        if (inn !== undefined) for (const p of inn) skip[p] = 0;
+      }
+    }
+    return skip;
+  }
+}
