@@ -66,10 +66,11 @@ export interface CompiledRule {
   readonly triggeredByIndex: boolean;
   readonly when: CompiledCondition | undefined;
   /**
-   * A leaf `when` needs (see `guard-index.ts`), when the rule's verdict is false whenever it is
-   * false: `when` cannot throw on a plain event and no absence expectation rides on the event.
+   * Leaves whose falsity makes `when` false (see `guard-index.ts`), when the rule's verdict is
+   * false whenever `when` is: `when` cannot throw on a plain event and no absence expectation
+   * rides on the event.
    */
-  readonly guard: Guard | undefined;
+  readonly guard: readonly Guard[] | undefined;
   readonly keyField: string | undefined;
   readonly pattern: CompiledPattern | undefined;
   readonly severity: string;

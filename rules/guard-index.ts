@@ -2,11 +2,11 @@ import { resolveOperator } from './operators.js';
 import type { Condition, TopCondition } from './types.js';
 
 /**
- * A leaf every match of a rule's `when` needs (a conjunct of its top-level `all`), on a plain
- * event field against a literal: `amount > 5000`, `channel == "atm"`, `country in [...]`. When it
- * is false the rule's verdict is false, so a type's rules can be screened by their guards through
- * sorted thresholds and hash lookups, without touching the rules that cannot match (the
- * discrimination step of a Rete network's alpha memory).
+ * A leaf on a plain event field against a literal: `amount > 5000`, `channel == "atm"`,
+ * `country in [...]`. A rule's guards are leaves such that its `when` is false when all of them
+ * are (one leaf an `all` needs; for an `any`, the guards of each member), so a type's rules can
+ * be screened by their guards through sorted thresholds and hash lookups, without touching the
+ * rules that cannot match (the discrimination step of a Rete network's alpha memory).
  */
 export type Guard =
   | {
@@ -42,7 +42,7 @@ function isIndexable(v: unknown): v is Primitive {
  * decorators or fact prefixes, a fact Object.prototype does not have, a literal value.
  */
 function leafGuard(c: Condition): Guard | undefined {
-  if (!('fact' in c)) return undefined;
+  if (!('fact' in c) || 'any' in c || 'all' in c || 'not' in c) return undefined;
   if (c.path || c.params !== undefined || c.fact.indexOf(':') > 0) return undefined;
   if (c.fact in Object.prototype) return undefined;
   const op = resolveOperator(c.operator);
@@ -62,28 +62,55 @@ function leafGuard(c: Condition): Guard | undefined {
   return undefined;
 }
 
+// A node is read as compile-condition.ts reads it: `any` first, then `all`, then `not`.
+
 /** The conjuncts of a condition: itself, or for an `all` the conjuncts of its children. */
 function conjuncts(c: Condition, out: Condition[]): Condition[] {
-  if ('all' in c) for (const x of c.all) conjuncts(x, out);
+  if (!('any' in c) && 'all' in c) for (const x of c.all) conjuncts(x, out);
   else out.push(c);
   return out;
 }
 
 const PREFERENCE = { gt: 0, gte: 0, lt: 0, lte: 0, eq: 1, in: 2 } as const;
 
-/**
- * The guard of a rule's `when`: among the leaves every match needs, the first comparison, else
- * the first equality, else the first `in` (thresholds are usually the most selective). Undefined
- * when no conjunct qualifies. The caller must only use it when the condition cannot throw on the
- * event (see `compileConditionInfo`), since a skipped rule raises no error.
- */
-export function conditionGuard(when: TopCondition): Guard | undefined {
-  let best: Guard | undefined;
-  for (const c of conjuncts(when, [])) {
-    const g = leafGuard(c);
-    if (g !== undefined && (best === undefined || PREFERENCE[g.op] < PREFERENCE[best.op])) best = g;
+/** Guards whose falsity makes `c` false (read as an `or` of them), or undefined. */
+function guardsOf(c: Condition): readonly Guard[] | undefined {
+  if (!('any' in c) && !('all' in c) && 'not' in c) return undefined;
+  if ('any' in c) {
+    // False when every member is false: one set of guards per member, all of them needed.
+    const all: Guard[] = [];
+    for (const x of c.any) {
+      const g = guardsOf(x);
+      if (g === undefined) return undefined;
+      all.push(...g);
+    }
+    return all.length > 0 ? all : undefined;
   }
-  return best;
+  // A leaf or an `all`: false when one conjunct is. Prefer one leaf (first a comparison, else
+  // an equality, else an `in`: thresholds are usually the most selective), else the smallest
+  // set of a conjunct `any`.
+  let leaf: Guard | undefined;
+  let set: readonly Guard[] | undefined;
+  for (const x of conjuncts(c, [])) {
+    const g = leafGuard(x);
+    if (g !== undefined) {
+      if (leaf === undefined || PREFERENCE[g.op] < PREFERENCE[leaf.op]) leaf = g;
+    } else if (leaf === undefined && 'any' in x) {
+      const gs = guardsOf(x);
+      if (gs !== undefined && (set === undefined || gs.length < set.length)) set = gs;
+    }
+  }
+  return leaf !== undefined ? [leaf] : set;
+}
+
+/**
+ * The guards of a rule's `when`, or undefined: leaves such that the condition is false whenever
+ * all of them are. For an `all`, one of the leaves every match needs; for an `any`, the guards
+ * of each member. The caller must only use them when the condition cannot throw on the event
+ * (see `compileConditionInfo`), since a skipped rule raises no error.
+ */
+export function conditionGuard(when: TopCondition): readonly Guard[] | undefined {
+  return guardsOf(when);
 }
 
 /** Rules' positions by threshold, in the order a passing event value reaches them. */
@@ -127,12 +154,16 @@ export class GuardIndex {
   private readonly guarded: Uint8Array;
   private readonly facts: readonly FactGuards[];
 
-  constructor(guards: readonly (Guard | undefined)[]) {
+  /** `guards[i]`: the guards of position `i` (its rule is skipped when all are false). */
+  constructor(guards: readonly (readonly Guard[] | undefined)[]) {
     this.guarded = new Uint8Array(guards.length);
     const byFact = new Map<string, { num: Record<string, [number, number][]>; fg: FactGuards }>();
-    guards.forEach((g, pos) => {
-      if (g === undefined) return;
+    guards.forEach((gs, pos) => {
+      if (gs === undefined || gs.length === 0) return;
       this.guarded[pos] = 1;
+      for (const g of gs) add(g, pos);
+    });
+    function add(g: Guard, pos: number): void {
       let f = byFact.get(g.fact);
       if (f === undefined) {
         const empty = thresholds([], false);
@@ -154,7 +185,7 @@ export class GuardIndex {
       if (g.op === 'eq') push(f.fg.eq, g.value, pos);
       else if (g.op === 'in') for (const v of g.value) push(f.fg.in, v, pos);
       else f.num[g.op]?.push([g.value, pos]);
-    });
+    }
     this.facts = [...byFact.values()].map(({ num, fg }) => {
       fg.gt = thresholds(num.gt ?? [], false);
       fg.gte = thresholds(num.gte ?? [], false);

@@ -175,12 +175,10 @@ describe('guard index', () => {
           { all: [leaf('amount', 'greaterThan', 10)] },
         ],
       }),
-    ).toEqual({ fact: 'amount', op: 'gt', value: 10 });
-    expect(conditionGuard({ all: [leaf('channel', 'equal', 'web')] })).toEqual({
-      fact: 'channel',
-      op: 'eq',
-      value: 'web',
-    });
+    ).toEqual([{ fact: 'amount', op: 'gt', value: 10 }]);
+    expect(conditionGuard({ all: [leaf('channel', 'equal', 'web')] })).toEqual([
+      { fact: 'channel', op: 'eq', value: 'web' },
+    ]);
     for (const c of [
       leaf('amount', 'greaterThan', '10'), // coerced comparison
       leaf('amount', 'not:greaterThan', 10), // decorated
@@ -192,9 +190,51 @@ describe('guard index', () => {
       leaf('amount', 'greaterThan', { fact: 'limit' }),
     ])
       expect(conditionGuard({ all: [c] })).toBeUndefined();
-    // Neither side of an `any`, nor under a `not`, is needed by every match.
-    expect(conditionGuard({ any: [leaf('a', 'equal', 1), leaf('b', 'equal', 2)] })).toBeUndefined();
     expect(conditionGuard({ not: leaf('a', 'equal', 1) })).toBeUndefined();
+  });
+
+  it('guards an `any` by the guards of every member, or not at all', () => {
+    const leaf = (fact: string, operator: string, value: unknown) => ({ fact, operator, value });
+    expect(
+      conditionGuard({
+        any: [
+          leaf('amount', 'greaterThan', 20000),
+          { all: [leaf('country', 'in', ['NG']), leaf('channel', 'equal', 'atm')] },
+        ],
+      }),
+    ).toEqual([
+      { fact: 'amount', op: 'gt', value: 20000 },
+      { fact: 'channel', op: 'eq', value: 'atm' },
+    ]);
+    // A member without a guard can be true whatever the others: no guard.
+    expect(
+      conditionGuard({ any: [leaf('a', 'equal', 1), { not: leaf('b', 'equal', 2) }] }),
+    ).toBeUndefined();
+    // An `all` falls back to the smallest guarded `any` among its conjuncts.
+    expect(
+      conditionGuard({
+        all: [
+          leaf('a', 'notEqual', 1),
+          { any: [leaf('b', 'equal', 1), leaf('c', 'equal', 2)] },
+          { any: [leaf('d', 'lessThan', 3)] },
+        ],
+      }),
+    ).toEqual([{ fact: 'd', op: 'lt', value: 3 }]);
+    // The rule is skipped only when every guard is false.
+    const rule = compileRule(
+      {
+        id: 'r',
+        on: ['t'],
+        when: { any: [leaf('a', 'greaterThan', 5), leaf('b', 'equal', 'x')] },
+      } as Rule,
+      1,
+      1,
+      false,
+    );
+    const index = new GuardIndex([rule.guard]);
+    expect(index.skipped({ a: 1, b: 'y' })?.[0]).toBe(1);
+    expect(index.skipped({ a: 6, b: 'y' })?.[0]).toBe(0);
+    expect(index.skipped({ a: 1, b: 'x' })?.[0]).toBe(0);
   });
 
   it('leaves rules that can throw, and absence rules, unguarded', () => {
