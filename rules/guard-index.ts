@@ -1,5 +1,5 @@
 import { resolveOperator } from './operators.js';
-import type { Condition, TopCondition } from './types.js';
+import type { Condition } from './types.js';
 
 /**
  * A leaf on a plain event field against a literal: `amount > 5000`, `channel == "atm"`,
@@ -73,14 +73,19 @@ function conjuncts(c: Condition, out: Condition[]): Condition[] {
 
 const PREFERENCE = { gt: 0, gte: 0, lt: 0, lte: 0, eq: 1, in: 2 } as const;
 
-/** Guards whose falsity makes `c` false (read as an `or` of them), or undefined. */
-function guardsOf(c: Condition): readonly Guard[] | undefined {
+/**
+ * The guards of a rule's `when`, or undefined: leaves such that the condition is false whenever
+ * all of them are (read as an `or` of them). For an `all`, one of the leaves every match needs;
+ * for an `any`, the guards of each member. The caller must only use them when the condition
+ * cannot throw on the event (see `compileConditionInfo`), since a skipped rule raises no error.
+ */
+export function conditionGuard(c: Condition): readonly Guard[] | undefined {
   if (!('any' in c) && !('all' in c) && 'not' in c) return undefined;
   if ('any' in c) {
     // False when every member is false: one set of guards per member, all of them needed.
     const all: Guard[] = [];
     for (const x of c.any) {
-      const g = guardsOf(x);
+      const g = conditionGuard(x);
       if (g === undefined) return undefined;
       all.push(...g);
     }
@@ -96,7 +101,7 @@ function guardsOf(c: Condition): readonly Guard[] | undefined {
     if (g !== undefined) {
       if (leaf === undefined || PREFERENCE[g.op] < PREFERENCE[leaf.op]) leaf = g;
     } else if (leaf === undefined && 'any' in x) {
-      const gs = guardsOf(x);
+      const gs = conditionGuard(x);
       if (gs !== undefined && (set === undefined || gs.length < set.length)) set = gs;
     }
   }
@@ -104,51 +109,36 @@ function guardsOf(c: Condition): readonly Guard[] | undefined {
 }
 
 /**
- * The guards of a rule's `when`, or undefined: leaves such that the condition is false whenever
- * all of them are. For an `all`, one of the leaves every match needs; for an `any`, the guards
- * of each member. The caller must only use them when the condition cannot throw on the event
- * (see `compileConditionInfo`), since a skipped rule raises no error.
+ * Rules' positions by threshold, ascending: a value `x` passes a prefix, the thresholds `< x`
+ * (strict) or `<= x`. `lessThan` and `lessThanInclusive` are kept negated (`a < t` is
+ * `-t < -a`), so all four comparisons are read the same way.
  */
-export function conditionGuard(when: TopCondition): readonly Guard[] | undefined {
-  return guardsOf(when);
-}
-
-/** Rules' positions by threshold, in the order a passing event value reaches them. */
 interface Thresholds {
   readonly values: Float64Array;
   readonly positions: Int32Array;
+  readonly strict: boolean;
+  /** 1, or -1 for the negated ones. */
+  readonly sign: 1 | -1;
 }
 
 interface FactGuards {
   readonly fact: string;
-  gt: Thresholds;
-  gte: Thresholds;
-  lt: Thresholds;
-  lte: Thresholds;
-  /** Every position with a comparison guard: all may pass when the value is not a number. */
-  numeric: Int32Array;
-  readonly eq: Map<Primitive, number[]>;
-  readonly in: Map<Primitive, number[]>;
+  readonly comparisons: readonly Thresholds[];
+  /** `equal` and `in` alike: the positions whose guard holds when the value is the key. */
+  readonly equals: ReadonlyMap<Primitive, readonly number[]>;
 }
 
-function thresholds(entries: [number, number][], descending: boolean): Thresholds {
-  entries.sort((a, b) => (descending ? b[0] - a[0] : a[0] - b[0]));
-  return {
-    values: Float64Array.from(entries, (e) => e[0]),
-    positions: Int32Array.from(entries, (e) => e[1]),
-  };
-}
-
-function push(map: Map<Primitive, number[]>, k: Primitive, pos: number): void {
-  const l = map.get(k);
-  if (l === undefined) map.set(k, [pos]);
-  else if (l[l.length - 1] !== pos) l.push(pos);
-}
+const COMPARISONS = {
+  gt: { strict: true, sign: 1 },
+  gte: { strict: false, sign: 1 },
+  lt: { strict: true, sign: -1 },
+  lte: { strict: false, sign: -1 },
+} as const;
 
 /**
  * The guards of one type's rule list. {@link GuardIndex.skipped} tells, for an event without
- * hostile objects, which positions of the list hold rules whose guard is false: their verdict is
- * false, and evaluating them would change nothing.
+ * hostile objects, which positions of the list hold rules whose guards are all false: their
+ * verdict is false, and evaluating them would change nothing.
  */
 export class GuardIndex {
   private readonly guarded: Uint8Array;
@@ -157,43 +147,46 @@ export class GuardIndex {
   /** `guards[i]`: the guards of position `i` (its rule is skipped when all are false). */
   constructor(guards: readonly (readonly Guard[] | undefined)[]) {
     this.guarded = new Uint8Array(guards.length);
-    const byFact = new Map<string, { num: Record<string, [number, number][]>; fg: FactGuards }>();
+    const byFact = new Map<
+      string,
+      {
+        comparisons: Map<keyof typeof COMPARISONS, [number, number][]>;
+        equals: Map<Primitive, number[]>;
+      }
+    >();
     guards.forEach((gs, pos) => {
       if (gs === undefined || gs.length === 0) return;
       this.guarded[pos] = 1;
-      for (const g of gs) add(g, pos);
-    });
-    function add(g: Guard, pos: number): void {
-      let f = byFact.get(g.fact);
-      if (f === undefined) {
-        const empty = thresholds([], false);
-        f = {
-          num: { gt: [], gte: [], lt: [], lte: [] },
-          fg: {
-            fact: g.fact,
-            gt: empty,
-            gte: empty,
-            lt: empty,
-            lte: empty,
-            numeric: new Int32Array(0),
-            eq: new Map(),
-            in: new Map(),
-          },
-        };
-        byFact.set(g.fact, f);
+      for (const g of gs) {
+        let f = byFact.get(g.fact);
+        if (f === undefined)
+          byFact.set(g.fact, (f = { comparisons: new Map(), equals: new Map() }));
+        if (g.op === 'eq' || g.op === 'in') {
+          for (const v of g.op === 'eq' ? [g.value] : g.value) {
+            const l = f.equals.get(v);
+            // A rule's guards come one after another: its position is last if it is there.
+            if (l === undefined) f.equals.set(v, [pos]);
+            else if (l[l.length - 1] !== pos) l.push(pos);
+          }
+        } else {
+          const l = f.comparisons.get(g.op) ?? [];
+          l.push([COMPARISONS[g.op].sign * g.value, pos]);
+          f.comparisons.set(g.op, l);
+        }
       }
-      if (g.op === 'eq') push(f.fg.eq, g.value, pos);
-      else if (g.op === 'in') for (const v of g.value) push(f.fg.in, v, pos);
-      else f.num[g.op]?.push([g.value, pos]);
-    }
-    this.facts = [...byFact.values()].map(({ num, fg }) => {
-      fg.gt = thresholds(num.gt ?? [], false);
-      fg.gte = thresholds(num.gte ?? [], false);
-      fg.lt = thresholds(num.lt ?? [], true);
-      fg.lte = thresholds(num.lte ?? [], true);
-      fg.numeric = Int32Array.from([fg.gt, fg.gte, fg.lt, fg.lte].flatMap((t) => [...t.positions]));
-      return fg;
     });
+    this.facts = [...byFact].map(([fact, f]) => ({
+      fact,
+      equals: f.equals,
+      comparisons: [...f.comparisons].map(([op, entries]) => {
+        entries.sort((a, b) => a[0] - b[0]);
+        return {
+          values: Float64Array.from(entries, (e) => e[0]),
+          positions: Int32Array.from(entries, (e) => e[1]),
+          ...COMPARISONS[op],
+        };
+      }),
+    }));
   }
 
   /**
@@ -206,29 +199,23 @@ export class GuardIndex {
     for (const f of this.facts) {
       // As the compiled leaf reads it: the fact is not on Object.prototype.
       const a = event[f.fact];
-      if (typeof a === 'number' && a === a) {
-        let t = f.gt;
-        for (let i = 0; i < t.values.length && (t.values[i] as number) < a; i++)
-          skip[t.positions[i] as number] = 0;
-        t = f.gte;
-        for (let i = 0; i < t.values.length && (t.values[i] as number) <= a; i++)
-          skip[t.positions[i] as number] = 0;
-        t = f.lt;
-        for (let i = 0; i < t.values.length && (t.values[i] as number) > a; i++)
-          skip[t.positions[i] as number] = 0;
-        t = f.lte;
-        for (let i = 0; i < t.values.length && (t.values[i] as number) >= a; i++)
-          skip[t.positions[i] as number] = 0;
-      } else {
-        // A numeric string compares by coercion and NaN never passes: the rules decide.
-        for (const p of f.numeric) skip[p] = 0;
+      const isNumber = typeof a === 'number' && a === a;
+      for (const t of f.comparisons) {
+        const { values, positions } = t;
+        if (!isNumber) {
+          // A numeric string compares by coercion and NaN never passes: the rules decide.
+          for (const p of positions) skip[p] = 0;
+          continue;
+        }
+        const x = t.sign * a;
+        for (let i = 0; i < values.length; i++) {
+          const v = values[i] as number;
+          if (t.strict ? v >= x : v > x) break;
+          skip[positions[i] as number] = 0;
+        }
       }
-      if (f.eq.size > 0 || f.in.size > 0) {
-        const eq = f.eq.get(a as Primitive);
-        if (eq !== undefined) for (const p of eq) skip[p] = 0;
-        const inn = f.in.get(a as Primitive);
-        if (inn !== undefined) for (const p of inn) skip[p] = 0;
-      }
+      const eq = f.equals.get(a as Primitive);
+      if (eq !== undefined) for (const p of eq) skip[p] = 0;
     }
     return skip;
   }
