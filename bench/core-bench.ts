@@ -24,6 +24,7 @@ import { runInNewContext } from 'node:vm';
 import {
   applyControl,
   checkpointParts,
+  checkpointPartsBytes,
   createPartition,
   emptyRuleSet,
   keyedStateCount,
@@ -106,7 +107,7 @@ for (let pass = 0; pass < PASSES; pass++) {
       const parts = checkpointParts(st);
       cpSeconds += (performance.now() - t) / 1000;
       cpFields += parts.upserts.length + parts.deletes.length;
-      for (const [f, v] of parts.upserts) cpBytes += f.length + v.length;
+      cpBytes += checkpointPartsBytes(parts) - parts.meta.length;
       cpMetaBytes += parts.meta.length;
       cpCount++;
     }

@@ -1,8 +1,10 @@
 import { hasHostileObject } from './compile-condition.js';
+import { ByteWriter } from './byte-writer.js';
+import { CheckpointFields } from './checkpoint-fields.js';
 import {
   decodeKeyStates,
-  encodeKeyStates,
   keyStatesJSON,
+  writeKeyStates,
   type LineageStateJSON,
 } from './key-state-json.js';
 import { SnapshotError } from './errors.js';
@@ -144,41 +146,63 @@ export interface CheckpointParts {
   readonly offset: number;
   readonly controlSeq: number;
   readonly meta: string;
-  readonly upserts: readonly (readonly [field: string, value: string])[];
+  readonly upserts: CheckpointFields;
   readonly deletes: readonly string[];
   readonly full: boolean;
   /** The keys marked changed when the checkpoint was taken. */
   readonly changed: readonly string[];
 }
 
-/** The text a checkpoint writes: its meta and every upserted field and value (UTF-16 units). */
+/**
+ * The size of what a checkpoint writes: its meta and field names in UTF-16 units, its values in
+ * bytes (the same for ASCII text, which nearly all of it is).
+ */
 export function checkpointPartsBytes(parts: CheckpointParts): number {
-  let n = parts.meta.length;
-  for (const [f, v] of parts.upserts) n += f.length + v.length;
+  let n = parts.meta.length + parts.upserts.valueBytes;
+  for (const f of parts.upserts.keys) n += f.length;
   return n;
 }
 
+/** Room for a changed key's value to begin with; the writer doubles when it needs more. */
+const BYTES_PER_KEY_GUESS = 1024;
+
 export function checkpointParts(st: PartitionState, full = false): CheckpointParts {
-  const upserts: [string, string][] = [];
+  const keys: string[] = [];
+  const ends: number[] = [];
   const deletes: string[] = [];
   const changed = [...st.dirty];
   st.dirty.clear();
+  const w = new ByteWriter(
+    BYTES_PER_KEY_GUESS * (full ? st.states.size + st.raw.size : changed.length),
+  );
   if (full) {
-    for (const [key, byLineage] of st.states) upserts.push([key, encodeKeyStates(byLineage)]);
+    for (const [key, byLineage] of st.states) {
+      keys.push(key);
+      writeKeyStates(w, byLineage);
+      ends.push(w.length);
+    }
     // Keys restored and not touched since: their state is the text read.
-    for (const [key, text] of st.raw) upserts.push([key, text]);
+    for (const [key, text] of st.raw) {
+      keys.push(key);
+      w.text(text);
+      ends.push(w.length);
+    }
   } else {
     for (const key of changed) {
       const byLineage = st.states.get(key);
       if (byLineage === undefined) deletes.push(key);
-      else upserts.push([key, encodeKeyStates(byLineage)]);
+      else {
+        keys.push(key);
+        writeKeyStates(w, byLineage);
+        ends.push(w.length);
+      }
     }
   }
   return {
     offset: st.offset,
     controlSeq: st.ruleSet.controlSeq,
     meta: metaText(st, false),
-    upserts,
+    upserts: new CheckpointFields(keys, w.bytes(), ends),
     deletes,
     full,
     changed,

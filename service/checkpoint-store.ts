@@ -1,5 +1,5 @@
 import { Redis } from 'ioredis';
-import type { CheckpointParts, RuleSetJSON } from '../rules/index.js';
+import type { CheckpointFields, CheckpointParts, RuleSetJSON } from '../rules/index.js';
 import { VigilError } from '../rules/index.js';
 import { leaseKeys } from './lease-store.js';
 import { readHash } from './redis-hash-read.js';
@@ -108,6 +108,15 @@ function* readOnce(flat: (string | undefined)[]): Generator<readonly [string, st
   flat.length = 0;
 }
 
+/**
+ * Field i's value as a Buffer over the checkpoint's bytes, not a copy: ioredis writes a Buffer
+ * argument as it is, where a string would be measured, encoded and copied again.
+ */
+function valueAt(fields: CheckpointFields, i: number): Buffer {
+  const v = fields.value(i);
+  return Buffer.from(v.buffer, v.byteOffset, v.byteLength);
+}
+
 /** Fields per command when staging a large checkpoint. */
 const CHUNK = 2000;
 
@@ -163,18 +172,20 @@ export class RedisCheckpointStore implements CheckpointStore {
     const head = [fence, parts.offset, parts.controlSeq, parts.meta, parts.full ? '1' : '0'];
     const r = this.redis as unknown as Record<
       'vigilSave' | 'vigilSaveStaged',
-      (args: (string | number)[]) => Promise<string>
+      (args: (string | number | Buffer)[]) => Promise<string>
     >;
     try {
-      if (parts.upserts.length + parts.deletes.length <= CHUNK) {
-        const args: (string | number)[] = [
+      const upserts = parts.upserts;
+      if (upserts.length + parts.deletes.length <= CHUNK) {
+        const args: (string | number | Buffer)[] = [
           metaKey,
           stateKey,
           tokenKey,
           ...head,
-          parts.upserts.length,
+          upserts.length,
         ];
-        for (const [f, v] of parts.upserts) args.push(f, v);
+        for (let i = 0; i < upserts.length; i++)
+          args.push(upserts.keys[i] as string, valueAt(upserts, i));
         for (const f of parts.deletes) args.push(f);
         await r.vigilSave(args);
         return;
@@ -183,8 +194,12 @@ export class RedisCheckpointStore implements CheckpointStore {
       const staged = `${stateKey}:staged:${id}`;
       const stagedDeletes = `${stateKey}:deleted:${id}`;
       const pipeline = this.redis.pipeline();
-      for (let i = 0; i < parts.upserts.length; i += CHUNK)
-        pipeline.hset(staged, Object.fromEntries(parts.upserts.slice(i, i + CHUNK)));
+      for (let i = 0; i < upserts.length; i += CHUNK) {
+        const chunk: (string | Buffer)[] = [];
+        for (let j = i; j < Math.min(upserts.length, i + CHUNK); j++)
+          chunk.push(upserts.keys[j] as string, valueAt(upserts, j));
+        pipeline.hset(staged, ...chunk);
+      }
       for (let i = 0; i < parts.deletes.length; i += CHUNK)
         pipeline.sadd(stagedDeletes, ...parts.deletes.slice(i, i + CHUNK));
       // Staging keys of a writer that dies mid-way expire by themselves.

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { CheckpointParts } from '../../rules/index.js';
+import { CheckpointFields, type CheckpointParts } from '../../rules/index.js';
 import { CheckpointFencedError, RedisCheckpointStore } from '../../service/checkpoint-store.js';
 import { startRedis, type ServerHandle } from '../../service/index.js';
 
@@ -33,7 +33,7 @@ const parts = (
   offset,
   controlSeq: 1,
   meta: `{"offset":${offset}}`,
-  upserts,
+  upserts: CheckpointFields.fromTexts(upserts),
   deletes,
   full,
   changed: [...upserts.map(([f]) => f), ...deletes],

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { CheckpointParts } from '../../rules/index.js';
+import { CheckpointFields, type CheckpointParts } from '../../rules/index.js';
 import { fairShares, planMoves } from '../../service/assignment.js';
 import { CheckpointFencedError, RedisCheckpointStore } from '../../service/checkpoint-store.js';
 import { InstanceReplacedError, RedisLeaseStore } from '../../service/lease-store.js';
@@ -46,7 +46,7 @@ const parts = (offset: number): CheckpointParts => ({
   offset,
   controlSeq: 0,
   meta: `{"offset":${offset}}`,
-  upserts: [['f', String(offset)]],
+  upserts: CheckpointFields.fromTexts([['f', String(offset)]]),
   deletes: [],
   changed: ['f'],
   full: true,

@@ -1,5 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createPartition, emptyRuleSet, type CheckpointParts } from '../../rules/index.js';
+import {
+  CheckpointFields,
+  createPartition,
+  emptyRuleSet,
+  type CheckpointParts,
+} from '../../rules/index.js';
 import {
   RedisCheckpointStore,
   type CheckpointStore,
@@ -46,7 +51,7 @@ const parts = (offset: number): CheckpointParts => ({
   offset,
   controlSeq: 0,
   meta: `{"offset":${offset}}`,
-  upserts: [],
+  upserts: CheckpointFields.fromTexts([]),
   deletes: [],
   full: true,
   changed: [],

@@ -442,7 +442,7 @@ describe('partition snapshot and restore', () => {
     const lazy = restore([['a', good]]);
     expect([lazy.raw.size, lazy.states.size]).toEqual([1, 0]);
     // Untouched, a key's field is written back as it was read.
-    expect(checkpointParts(lazy, true).upserts).toEqual([['a', good]]);
+    expect([...checkpointParts(lazy, true).upserts]).toEqual([['a', good]]);
     expect(
       keyedStateCount(
         restore([
@@ -453,13 +453,13 @@ describe('partition snapshot and restore', () => {
     ).toBe(2);
     // The same state as v3 writes it: timestamps as offsets from the base, empty parts left out.
     const v3 = '[5,["velocity@1",null,{"k":"s","t":[0]}]]';
-    expect(checkpointParts(decoded([['a', good]]), true).upserts).toEqual([['a', v3]]);
+    expect([...checkpointParts(decoded([['a', good]]), true).upserts]).toEqual([['a', v3]]);
     expect(snapshotPartition(restore([['a', v3]]))).toEqual(
       snapshotPartition(restore([['a', good]])),
     );
     // A timestamp that is not an integer (a v2 checkpoint's publish time) is written as it is.
     const fractional = good.replace('[5]', '[5.25]');
-    expect(checkpointParts(decoded([['a', fractional]]), true).upserts).toEqual([
+    expect([...checkpointParts(decoded([['a', fractional]]), true).upserts]).toEqual([
       ['a', '[0,["velocity@1",null,{"k":"s","t":[5.25]}]]'],
     ]);
     // A damaged field is reported when the key is decoded, naming the key.
