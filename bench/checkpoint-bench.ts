@@ -135,7 +135,7 @@ async function inProcess(): Promise<Record<string, number>> {
     const loaded = await store.load(0);
     if (loaded === undefined) throw new Error('nothing stored');
     const loadSeconds = (performance.now() - t) / 1000;
-    const restored = restorePartitionParts(loaded.meta, loaded.fields, () => rs, {});
+    const restored = restorePartitionParts(loaded, () => rs, {});
     const restoreSeconds = (performance.now() - t) / 1000;
     // Keys are decoded when first touched (PartitionState.raw): decoding all of them is the most
     // a restored partition can spend on it, spread over its first events.

@@ -82,12 +82,13 @@ export { CheckpointFields } from './checkpoint-fields.js';
 export {
   checkpointParts,
   checkpointPartsBytes,
+  checkpointRuleSets,
   requeueCheckpoint,
-  restorePartition,
   restorePartitionParts,
-  snapshotPartition,
   type CheckpointParts,
-} from './snapshot.js';
+  type StoredParts,
+} from './checkpoint.js';
+export { restorePartition, snapshotPartition } from './snapshot.js';
 export type {
   AbsencePattern,
   Aggregate,

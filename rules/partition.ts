@@ -132,6 +132,14 @@ export interface PartitionState {
   /** Keys whose state (in any lineage) changed since the last checkpoint delta. */
   readonly dirty: Set<string>;
   /**
+   * Buffered events changed since the last checkpoint delta, by sequence: the event when it was
+   * buffered (to be written), undefined when it was released (to be deleted). An event buffered
+   * and released between two checkpoints is in neither. Why: a partition draining a backlog
+   * buffers a second of event time, several checkpoints' worth of records, and writing the whole
+   * buffer each time wrote each event several times over.
+   */
+  readonly bufferDirty: Map<number, Buffered | undefined>;
+  /**
    * Keyed state: key → lineage (`ruleId@epoch`) → state. Grouped by key because an event touches
    * one key in several rules: a checkpoint then writes one field per changed key.
    */
@@ -171,6 +179,7 @@ export function createPartition(ruleSet: RuleSet, options: PartitionOptions): Pa
     tags: new Map(),
     hitCounts: new Map(),
     dirty: new Set(),
+    bufferDirty: new Map(),
     states: new Map(),
     raw: new Map(),
     lineageKeys: new Map(),
@@ -437,6 +446,7 @@ function onEvent(
       hits,
     };
     st.buffer.push(b);
+    st.bufferDirty.set(b.seq, b);
     tag(st, b);
   }
   advance(st, ts, h);
@@ -454,6 +464,9 @@ function advance(st: PartitionState, ts: number, h: OperatorHost): void {
 function release(st: PartitionState, h: OperatorHost): void {
   for (let b = st.buffer.peek(); b !== undefined && b.ts <= st.watermark; b = st.buffer.peek()) {
     st.buffer.pop();
+    // Never written: nothing to delete either.
+    if (st.bufferDirty.get(b.seq) !== undefined) st.bufferDirty.delete(b.seq);
+    else st.bufferDirty.set(b.seq, undefined);
     // Timers strictly before the event fire first: an event exactly at a deadline is too late to cancel it.
     fireTimers(st, b.ts - 1, h);
     const ref: EventRef = Object.freeze(

@@ -1,12 +1,5 @@
 import { hasHostileObject } from './compile-condition.js';
-import { ByteWriter } from './byte-writer.js';
-import { CheckpointFields } from './checkpoint-fields.js';
-import {
-  decodeKeyStates,
-  keyStatesJSON,
-  writeKeyStates,
-  type LineageStateJSON,
-} from './key-state-json.js';
+import { decodeKeyStates, keyStatesJSON, type LineageStateJSON } from './key-state-json.js';
 import { SnapshotError } from './errors.js';
 import {
   createPartition,
@@ -21,14 +14,17 @@ import {
 import type { RuleSet } from './rule-set.js';
 import { bufferedHits } from './verdict.js';
 
+// v4 (checkpoint metas): buffered events are fields of their own, written once each, and the meta
+// lists the rule sets they were judged under. Snapshots keep the v3 layout.
 // v3: buffered events as their JSON text with their record key (hits are recomputed at restore);
 // checkpoint fields with window timestamps from a base and empty parts left out.
 // v2: keyed state grouped by key (one checkpoint field per key), no longer by lineage.
+export const CHECKPOINT_FORMAT = 'vigil.partition.v4';
 const FORMAT = 'vigil.partition.v3';
 /** v2 metas and fields are restored as they are (see {@link restoreKey}, {@link restoreMeta}). */
 const FORMAT_V2 = 'vigil.partition.v2';
 /** State by lineage, one field per rule and key: still restored, see {@link restoreV1Fields}. */
-const FORMAT_V1 = 'vigil.partition.v1';
+export const FORMAT_V1 = 'vigil.partition.v1';
 
 type HitJSON = [ruleId: string, key: string, trigger: 0 | 1, expected: 0 | 1];
 /** v3: the record key (hits are recomputed); v2, or v3 for an event restored from v2: the hits. */
@@ -42,15 +38,18 @@ type BufferedJSON = [
 ];
 type TimerJSON = [time: number, n: number, ruleId: string, epoch: number, key: string];
 
-/** Everything of a partition but its keyed state. */
-interface MetaJSON {
-  format: typeof FORMAT | typeof FORMAT_V2 | typeof FORMAT_V1;
+/** Everything of a partition but its keyed state (and, from v4 on, its buffered events). */
+export interface MetaJSON {
+  format: typeof CHECKPOINT_FORMAT | typeof FORMAT | typeof FORMAT_V2 | typeof FORMAT_V1;
   partition: number;
   offset: number;
   maxTs: number | null;
   watermark: number | null;
   controlSeq: number;
-  buffer: BufferedJSON[];
+  /** Up to v3 (and in snapshots): the buffered events. */
+  buffer?: BufferedJSON[];
+  /** v4: the control sequences of the rule sets buffered events were judged under. */
+  ruleSets?: number[];
   timers: TimerJSON[];
   timerN: number;
 }
@@ -62,14 +61,42 @@ interface PartitionJSON extends MetaJSON {
 const num = (x: number): number | null => (Number.isFinite(x) ? x : null);
 
 /**
- * Everything of a partition but its keyed state, as JSON text (written whole at every checkpoint).
- * A buffered event is written as the text it was parsed from, without its hits: a partition
- * buffers a second or so of events, and stringifying them with their hits was most of a
- * checkpoint's cost.
+ * One buffered event as JSON text: `[ts, seq, id, event, controlSeq, key]`. The event is written
+ * as the text it was parsed from, without its hits (restore recomputes them): stringifying events
+ * with their hits was most of a checkpoint's cost. A snapshot is canonical (equal states, equal
+ * bytes), so it writes the hits and the parsed event instead.
  */
-function metaText(st: PartitionState, canonical: boolean): string {
+export function bufferedText(b: Buffered, canonical: boolean): string {
+  // Restored from v2, an event's record key is not known: its hits are written.
+  const keyOrHits: BufferedJSON[5] =
+    (canonical ? undefined : b.key) ??
+    b.hits.map((x): HitJSON => [x.rule.id, x.key, x.trigger ? 1 : 0, x.expected ? 1 : 0]);
+  return (
+    '[' +
+    b.ts +
+    ',' +
+    b.seq +
+    ',' +
+    JSON.stringify(b.id ?? null) +
+    ',' +
+    // A restored event has no text.
+    ((canonical || b.key === undefined ? undefined : b.text) ?? JSON.stringify(b.event)) +
+    ',' +
+    b.ruleSet.controlSeq +
+    ',' +
+    JSON.stringify(keyOrHits) +
+    ']'
+  );
+}
+
+/**
+ * Everything of a partition but its keyed state, as JSON text (written whole at every
+ * checkpoint). A checkpoint's meta (v4) leaves the buffered events out, and lists the rule sets
+ * they need; a snapshot's (v3) holds them.
+ */
+export function metaText(st: PartitionState, snapshot: boolean): string {
   const head = JSON.stringify({
-    format: FORMAT,
+    format: snapshot ? FORMAT : CHECKPOINT_FORMAT,
     partition: st.partition,
     offset: st.offset,
     maxTs: num(st.maxTs),
@@ -78,33 +105,18 @@ function metaText(st: PartitionState, canonical: boolean): string {
     timers: st.timers.sorted().map((t): TimerJSON => [t.time, t.n, t.ruleId, t.epoch, t.key]),
     timerN: st.timerN,
   });
-  let buffer = '[';
-  for (const b of st.buffer.sorted()) {
-    // A snapshot writes the hits (restored from v2, an event's record key is not known).
-    const keyOrHits: BufferedJSON[5] =
-      (canonical ? undefined : b.key) ??
-      b.hits.map((x): HitJSON => [x.rule.id, x.key, x.trigger ? 1 : 0, x.expected ? 1 : 0]);
-    buffer +=
-      (buffer.length > 1 ? ',[' : '[') +
-      b.ts +
-      ',' +
-      b.seq +
-      ',' +
-      JSON.stringify(b.id ?? null) +
-      ',' +
-      // A snapshot is canonical (equal states, equal bytes); a restored event has no text.
-      ((canonical || b.key === undefined ? undefined : b.text) ?? JSON.stringify(b.event)) +
-      ',' +
-      b.ruleSet.controlSeq +
-      ',' +
-      JSON.stringify(keyOrHits) +
-      ']';
+  if (!snapshot) {
+    const seqs = [...st.tags.keys()].map((rs) => rs.controlSeq).sort((x, y) => x - y);
+    return head.slice(0, -1) + ',"ruleSets":' + JSON.stringify(seqs) + '}';
   }
+  let buffer = '[';
+  for (const b of st.buffer.sorted())
+    buffer += (buffer.length > 1 ? ',' : '') + bufferedText(b, true);
   return head.slice(0, -1) + ',"buffer":' + buffer + ']}';
 }
 
 /** Puts one key's states into a partition being restored (see {@link decodeKeyStates}). */
-function restoreKey(
+export function restoreKey(
   st: PartitionState,
   key: string,
   field: readonly (LineageStateJSON | number)[],
@@ -135,96 +147,23 @@ export function snapshotPartition(st: PartitionState): Uint8Array {
 }
 
 /**
- * A checkpoint of a partition in parts: `meta` (everything but keyed state, written whole each
- * time) and keyed state as hash fields, one per key (the field is the key; the value holds every
- * lineage's state of that key). Incremental by default: only the keys changed since the last
- * call (`upserts`), and those that no longer hold state (`deletes`); `full` lists every key, for
- * a store that rewrites its copy. Taking a checkpoint resets the change tracking; a store that
- * fails to write one hands it back with {@link requeueCheckpoint}.
+ * A partition from its meta, and from v4 on its buffered events' fields (`[seq, text]`). Buffered
+ * events of an earlier meta are marked changed, so that the next checkpoint writes them as fields.
  */
-export interface CheckpointParts {
-  readonly offset: number;
-  readonly controlSeq: number;
-  readonly meta: string;
-  readonly upserts: CheckpointFields;
-  readonly deletes: readonly string[];
-  readonly full: boolean;
-  /** The keys marked changed when the checkpoint was taken. */
-  readonly changed: readonly string[];
-}
-
-/**
- * The size of what a checkpoint writes: its meta and field names in UTF-16 units, its values in
- * bytes (the same for ASCII text, which nearly all of it is).
- */
-export function checkpointPartsBytes(parts: CheckpointParts): number {
-  let n = parts.meta.length + parts.upserts.valueBytes;
-  for (const f of parts.upserts.keys) n += f.length;
-  return n;
-}
-
-/** Room for a changed key's value to begin with; the writer doubles when it needs more. */
-const BYTES_PER_KEY_GUESS = 1024;
-
-export function checkpointParts(st: PartitionState, full = false): CheckpointParts {
-  const keys: string[] = [];
-  const ends: number[] = [];
-  const deletes: string[] = [];
-  const changed = [...st.dirty];
-  st.dirty.clear();
-  const w = new ByteWriter(
-    BYTES_PER_KEY_GUESS * (full ? st.states.size + st.raw.size : changed.length),
-  );
-  if (full) {
-    for (const [key, byLineage] of st.states) {
-      keys.push(key);
-      writeKeyStates(w, byLineage);
-      ends.push(w.length);
-    }
-    // Keys restored and not touched since: their state is the text read.
-    for (const [key, text] of st.raw) {
-      keys.push(key);
-      w.text(text);
-      ends.push(w.length);
-    }
-  } else {
-    for (const key of changed) {
-      const byLineage = st.states.get(key);
-      if (byLineage === undefined) deletes.push(key);
-      else {
-        keys.push(key);
-        writeKeyStates(w, byLineage);
-        ends.push(w.length);
-      }
-    }
-  }
-  return {
-    offset: st.offset,
-    controlSeq: st.ruleSet.controlSeq,
-    meta: metaText(st, false),
-    upserts: new CheckpointFields(keys, w.bytes(), ends),
-    deletes,
-    full,
-    changed,
-  };
-}
-
-/**
- * Marks the keys of a checkpoint that was not written as changed again, so the next incremental
- * checkpoint carries them (with their state as it is by then): no whole rewrite is needed.
- */
-export function requeueCheckpoint(st: PartitionState, parts: CheckpointParts): void {
-  for (const key of parts.changed) st.dirty.add(key);
-}
-
-function restoreMeta(
+export function restoreMeta(
   json: MetaJSON,
+  buffered: Iterable<readonly [field: string, value: string]>,
   ruleSetAt: (controlSeq: number) => RuleSet | undefined,
   options: Omit<PartitionOptions, 'partition'>,
 ): PartitionState {
-  if (json?.format !== FORMAT && json?.format !== FORMAT_V2 && json?.format !== FORMAT_V1)
+  if (
+    json?.format !== CHECKPOINT_FORMAT &&
+    json?.format !== FORMAT &&
+    json?.format !== FORMAT_V2 &&
+    json?.format !== FORMAT_V1
+  )
     throw new SnapshotError(
-      `unknown partition snapshot format ${JSON.stringify(json?.format)}; expected ${FORMAT}`,
+      `unknown partition snapshot format ${JSON.stringify(json?.format)}; expected ${CHECKPOINT_FORMAT} or an earlier one`,
     );
   const sets = new Map<number, RuleSet>();
   const at = (seq: number): RuleSet => {
@@ -244,7 +183,7 @@ function restoreMeta(
   st.maxTs = json.maxTs ?? -Infinity;
   st.watermark = json.watermark ?? -Infinity;
   st.timerN = json.timerN;
-  for (const [ts, seq, id, e, cs, keyOrHits] of json.buffer) {
+  const restore = ([ts, seq, id, e, cs, keyOrHits]: BufferedJSON): Buffered => {
     const rs = at(cs);
     const event = e as Record<string, unknown>;
     const hostile = hasHostileObject(event);
@@ -273,6 +212,20 @@ function restoreMeta(
     };
     st.buffer.push(b);
     tag(st, b);
+    return b;
+  };
+  for (const entry of json.buffer ?? []) {
+    const b = restore(entry);
+    st.bufferDirty.set(b.seq, b);
+  }
+  for (const [field, text] of buffered) {
+    let entry: BufferedJSON;
+    try {
+      entry = JSON.parse(text) as BufferedJSON;
+    } catch (e) {
+      throw new SnapshotError(`checkpointed buffered event ${field} is not JSON`, e);
+    }
+    restore(entry);
   }
   for (const [time, n, ruleId, epoch, key] of json.timers)
     st.timers.push({ time, n, ruleId, epoch, key });
@@ -296,7 +249,7 @@ export function restorePartition(
   } catch (e) {
     throw new SnapshotError('partition snapshot is not JSON', e);
   }
-  const st = restoreMeta(json, ruleSetAt, options);
+  const st = restoreMeta(json, [], ruleSetAt, options);
   if (json.format === FORMAT_V1) {
     // v1: [lineage, [key, sup, state][]][]
     const byKey = new Map<string, LineageStateJSON[]>();
@@ -313,58 +266,5 @@ export function restorePartition(
     return st;
   }
   for (const [key, lineages] of json.states) restoreKey(st, key, lineages);
-  return st;
-}
-
-/**
- * Restores the fields of a v1 checkpoint (one per lineage and key: field `["<lineage>","<key>"]`,
- * value `[sup, state]`), and marks them and the keys changed: the next checkpoint writes the keys
- * in the current layout and deletes the old fields, in one atomic write.
- */
-function restoreV1Fields(
-  st: PartitionState,
-  fields: Iterable<readonly [field: string, value: string]>,
-): void {
-  const byKey = new Map<string, LineageStateJSON[]>();
-  for (const [field, value] of fields) {
-    let sid: string, key: string, sup: number | null, op: unknown;
-    try {
-      [sid, key] = JSON.parse(field) as [string, string];
-      [sup, op] = JSON.parse(value) as [number | null, unknown];
-    } catch (e) {
-      throw new SnapshotError(`checkpointed state field ${field} (format v1) is not JSON`, e);
-    }
-    const list = byKey.get(key) ?? [];
-    list.push([sid, sup, op]);
-    byKey.set(key, list);
-    st.dirty.add(field);
-  }
-  for (const [key, lineages] of byKey) {
-    restoreKey(st, key, lineages);
-    st.dirty.add(key);
-  }
-}
-
-/** Restores a partition from the parts a store holds: the last `meta` and every keyed-state field. */
-export function restorePartitionParts(
-  meta: string,
-  fields: Iterable<readonly [field: string, value: string]>,
-  ruleSetAt: (controlSeq: number) => RuleSet | undefined,
-  options: Omit<PartitionOptions, 'partition'>,
-): PartitionState {
-  let json: MetaJSON;
-  try {
-    json = JSON.parse(meta) as MetaJSON;
-  } catch (e) {
-    throw new SnapshotError('checkpoint meta is not JSON', e);
-  }
-  const st = restoreMeta(json, ruleSetAt, options);
-  if (json.format === FORMAT_V1) {
-    restoreV1Fields(st, fields);
-    return st;
-  }
-  // Decoded when the partition first touches each key (see PartitionState.raw): the partition
-  // reads again as soon as the fields are read. A damaged field is reported then, naming its key.
-  for (const [key, value] of fields) st.raw.set(key, value);
   return st;
 }

@@ -9,6 +9,8 @@ export interface StoredCheckpoint {
   readonly offset: number;
   readonly controlSeq: number;
   readonly meta: string;
+  /** Buffered events (format v4 on): `[seq, text]`. */
+  readonly buffered: Iterable<readonly [string, string]>;
   /**
    * The keyed-state fields, to be read once: each is let go as it is read, so that a restore
    * does not keep the whole text of the partition alive while it builds the state from it (a
@@ -45,12 +47,25 @@ export class CheckpointFencedError extends VigilError {
   }
 }
 
+// Batched HSET and HDEL of ARGV[from..to]: one call per batch of fields rather than per field,
+// since a call from Lua costs about as much as the write.
+const LUA_BATCHES = `
+local function hset(key, from, to)
+  for i = from, to, 1000 do redis.call('HSET', key, unpack(ARGV, i, math.min(i + 999, to))) end
+end
+local function hdel(key, from, to)
+  for i = from, to, 500 do redis.call('HDEL', key, unpack(ARGV, i, math.min(i + 499, to))) end
+end
+`;
+
 // One script, so the check and the write are one atomic step in Redis. The fencing token is
 // checked twice: against the last token handed out for the partition (KEYS[3], see
 // lease-store.ts; a write from an owner whose lease was taken over is refused even before the new
 // owner writes), and against the token of the stored checkpoint.
-// KEYS: meta hash, state hash, token counter. ARGV: fence, offset, controlSeq, meta, full, #upserts, upserts (field, value)…, deletes…
-const SAVE = `
+// KEYS: meta hash, state hash, token counter, buffer hash.
+// ARGV: fence, offset, controlSeq, meta, full, #upserts, #deletes, #buffered, upserts (field,
+// value)…, deletes…, buffered (seq, value)…, released…
+const SAVE = `${LUA_BATCHES}
 local fence = tonumber(ARGV[1])
 local offset = tonumber(ARGV[2])
 local issued = tonumber(redis.call('GET', KEYS[3]) or '0')
@@ -59,23 +74,27 @@ local storedFence = tonumber(redis.call('HGET', KEYS[1], 'fence') or '0')
 if fence < storedFence then return redis.error_reply('VIGIL_FENCED fence ' .. fence .. ' is older than ' .. storedFence) end
 local storedOffset = tonumber(redis.call('HGET', KEYS[1], 'offset') or '-1')
 if fence == storedFence and offset < storedOffset then return redis.error_reply('VIGIL_FENCED offset ' .. offset .. ' is older than ' .. storedOffset) end
-if ARGV[5] == '1' then redis.call('DEL', KEYS[2]) end
--- One HSET/HDEL per batch of fields rather than per field: a call from Lua costs about as much as the write.
-local last = 6 + 2 * tonumber(ARGV[6])
-for i = 7, last, 1000 do
-  redis.call('HSET', KEYS[2], unpack(ARGV, i, math.min(i + 999, last)))
-end
-for i = last + 1, #ARGV, 500 do
-  redis.call('HDEL', KEYS[2], unpack(ARGV, i, math.min(i + 499, #ARGV)))
-end
+if ARGV[5] == '1' then redis.call('DEL', KEYS[2], KEYS[4]) end
+local a = 9
+local n = 2 * tonumber(ARGV[6])
+hset(KEYS[2], a, a + n - 1)
+a = a + n
+n = tonumber(ARGV[7])
+hdel(KEYS[2], a, a + n - 1)
+a = a + n
+n = 2 * tonumber(ARGV[8])
+hset(KEYS[4], a, a + n - 1)
+hdel(KEYS[4], a + n, #ARGV)
 redis.call('HSET', KEYS[1], 'fence', fence, 'offset', offset, 'controlSeq', ARGV[3], 'meta', ARGV[4])
 return 'OK'
 `;
 
-// A large checkpoint is first written to staging keys in chunks (invisible to readers), then
-// switched in by one script that checks the fence: atomic whatever its size.
-// KEYS: meta hash, state hash, staged upserts (hash), staged deletes (set), token counter. ARGV: fence, offset, controlSeq, meta, full.
-const SAVE_STAGED = `
+// A large checkpoint's keyed state is first written to staging keys in chunks (invisible to
+// readers), then switched in by one script that checks the fence: atomic whatever its size. The
+// buffered events (a partition's reorder buffer: bounded) come with the switch.
+// KEYS: meta hash, state hash, staged upserts (hash), staged deletes (set), token counter, buffer hash.
+// ARGV: fence, offset, controlSeq, meta, full, #buffered, buffered (seq, value)…, released…
+const SAVE_STAGED = `${LUA_BATCHES}
 local fence = tonumber(ARGV[1])
 local offset = tonumber(ARGV[2])
 local storedFence = tonumber(redis.call('HGET', KEYS[1], 'fence') or '0')
@@ -86,7 +105,7 @@ if fence < issued or fence < storedFence or (fence == storedFence and offset < s
   return redis.error_reply('VIGIL_FENCED fence ' .. fence .. ' offset ' .. offset .. ' is older than ' .. storedFence .. ' / ' .. storedOffset)
 end
 if ARGV[5] == '1' then
-  redis.call('DEL', KEYS[2])
+  redis.call('DEL', KEYS[2], KEYS[6])
   if redis.call('EXISTS', KEYS[3]) == 1 then redis.call('RENAME', KEYS[3], KEYS[2]) end
 else
   local kv = redis.call('HGETALL', KEYS[3])
@@ -94,6 +113,9 @@ else
   for _, f in ipairs(redis.call('SMEMBERS', KEYS[4])) do redis.call('HDEL', KEYS[2], f) end
 end
 redis.call('DEL', KEYS[3], KEYS[4])
+local n = 2 * tonumber(ARGV[6])
+hset(KEYS[6], 7, 6 + n)
+hdel(KEYS[6], 7 + n, #ARGV)
 redis.call('HSET', KEYS[1], 'fence', fence, 'offset', offset, 'controlSeq', ARGV[3], 'meta', ARGV[4])
 return 'OK'
 `;
@@ -117,6 +139,16 @@ function valueAt(fields: CheckpointFields, i: number): Buffer {
   return Buffer.from(v.buffer, v.byteOffset, v.byteLength);
 }
 
+/** Appends fields `from` ≤ i < `to` as (field, value) arguments. */
+function pushFields(
+  args: (string | number | Buffer)[],
+  fields: CheckpointFields,
+  from = 0,
+  to = fields.length,
+): void {
+  for (let i = from; i < to; i++) args.push(fields.keys[i] as string, valueAt(fields, i));
+}
+
 /** Fields per command when staging a large checkpoint. */
 const CHUNK = 2000;
 
@@ -134,27 +166,30 @@ export class RedisCheckpointStore implements CheckpointStore {
       maxRetriesPerRequest: null,
       enableAutoPipelining: true,
     });
-    this.redis.defineCommand('vigilSave', { numberOfKeys: 3, lua: SAVE });
-    this.redis.defineCommand('vigilSaveStaged', { numberOfKeys: 5, lua: SAVE_STAGED });
+    this.redis.defineCommand('vigilSave', { numberOfKeys: 4, lua: SAVE });
+    this.redis.defineCommand('vigilSaveStaged', { numberOfKeys: 6, lua: SAVE_STAGED });
     this.redis.on('error', () => {
       // Reconnects by itself; failures surface on the commands.
     });
   }
 
-  private keys(p: number): [string, string] {
-    return [`${this.prefix}p:${p}`, `${this.prefix}p:${p}:state`];
+  /** The partition's meta hash, keyed-state hash and buffered-events hash. */
+  private keys(p: number): [string, string, string] {
+    const meta = `${this.prefix}p:${p}`;
+    return [meta, `${meta}:state`, `${meta}:buffer`];
   }
 
   async load(partition: number): Promise<StoredCheckpoint | undefined> {
-    const [metaKey, stateKey] = this.keys(partition);
+    const [metaKey, stateKey, bufferKey] = this.keys(partition);
     // The state hash as Redis sends it (field, value, field, value, …), read by readHash on a
     // connection of its own: ioredis' hgetall would first build an object of a million
     // properties, and its parser costs about twice the CPU. No one else writes the partition
-    // while this owner holds its lease, so the two reads see the same checkpoint.
+    // while this owner holds its lease, so the three reads see the same checkpoint.
     // (Joining the values into one text in a Lua script, to save the client a string per value,
     // cost Redis more than it saved: 5.8 s of its one thread for 1,000,000 keys instead of 1 s.)
-    const [meta, flat] = await Promise.all([
+    const [meta, buffered, flat] = await Promise.all([
       this.redis.hgetall(metaKey),
+      this.redis.hgetall(bufferKey),
       readHash(this.url, stateKey),
     ]);
     if (meta.meta === undefined) return undefined;
@@ -162,31 +197,28 @@ export class RedisCheckpointStore implements CheckpointStore {
       offset: Number(meta.offset),
       controlSeq: Number(meta.controlSeq),
       meta: meta.meta,
+      buffered: Object.entries(buffered),
       fields: readOnce(flat),
     };
   }
 
   async save(partition: number, parts: CheckpointParts, fence: number): Promise<void> {
-    const [metaKey, stateKey] = this.keys(partition);
+    const [metaKey, stateKey, bufferKey] = this.keys(partition);
     const tokenKey = leaseKeys.token(partition, this.prefix);
     const head = [fence, parts.offset, parts.controlSeq, parts.meta, parts.full ? '1' : '0'];
     const r = this.redis as unknown as Record<
       'vigilSave' | 'vigilSaveStaged',
       (args: (string | number | Buffer)[]) => Promise<string>
     >;
+    const { upserts, deletes, buffered, released } = parts;
     try {
-      const upserts = parts.upserts;
-      if (upserts.length + parts.deletes.length <= CHUNK) {
-        const args: (string | number | Buffer)[] = [
-          metaKey,
-          stateKey,
-          tokenKey,
-          ...head,
-          upserts.length,
-        ];
-        for (let i = 0; i < upserts.length; i++)
-          args.push(upserts.keys[i] as string, valueAt(upserts, i));
-        for (const f of parts.deletes) args.push(f);
+      if (upserts.length + deletes.length <= CHUNK) {
+        const args: (string | number | Buffer)[] = [metaKey, stateKey, tokenKey, bufferKey];
+        args.push(...head, upserts.length, deletes.length, buffered.length);
+        pushFields(args, upserts);
+        for (const f of deletes) args.push(f);
+        pushFields(args, buffered);
+        for (const f of released) args.push(f);
         await r.vigilSave(args);
         return;
       }
@@ -195,20 +227,23 @@ export class RedisCheckpointStore implements CheckpointStore {
       const stagedDeletes = `${stateKey}:deleted:${id}`;
       const pipeline = this.redis.pipeline();
       for (let i = 0; i < upserts.length; i += CHUNK) {
-        const chunk: (string | Buffer)[] = [];
-        for (let j = i; j < Math.min(upserts.length, i + CHUNK); j++)
-          chunk.push(upserts.keys[j] as string, valueAt(upserts, j));
-        pipeline.hset(staged, ...chunk);
+        const chunk: (string | number | Buffer)[] = [];
+        pushFields(chunk, upserts, i, Math.min(upserts.length, i + CHUNK));
+        pipeline.hset(staged, ...(chunk as (string | Buffer)[]));
       }
-      for (let i = 0; i < parts.deletes.length; i += CHUNK)
-        pipeline.sadd(stagedDeletes, ...parts.deletes.slice(i, i + CHUNK));
+      for (let i = 0; i < deletes.length; i += CHUNK)
+        pipeline.sadd(stagedDeletes, ...deletes.slice(i, i + CHUNK));
       // Staging keys of a writer that dies mid-way expire by themselves.
       pipeline.pexpire(staged, 600_000);
       pipeline.pexpire(stagedDeletes, 600_000);
       const results = await pipeline.exec();
       const failed = results?.find(([err]) => err !== null);
       if (failed) throw failed[0];
-      await r.vigilSaveStaged([metaKey, stateKey, staged, stagedDeletes, tokenKey, ...head]);
+      const args: (string | number | Buffer)[] = [metaKey, stateKey, staged, stagedDeletes];
+      args.push(tokenKey, bufferKey, ...head, buffered.length);
+      pushFields(args, buffered);
+      for (const f of released) args.push(f);
+      await r.vigilSaveStaged(args);
     } catch (e) {
       if (e instanceof Error && e.message.includes('VIGIL_FENCED'))
         throw new CheckpointFencedError(

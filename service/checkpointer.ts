@@ -1,6 +1,7 @@
 import {
   checkpointParts,
   checkpointPartsBytes,
+  checkpointRuleSets,
   requeueCheckpoint,
   restorePartitionParts,
   restoreRuleSet,
@@ -314,23 +315,17 @@ export async function restoreLoaded(
 ): Promise<{ state: PartitionState; offset: number; timings: RestoreTimings }> {
   const started = performance.now();
   const { stored } = loaded;
-  const meta = JSON.parse(stored.meta) as {
-    controlSeq: number;
-    buffer: [number, number, unknown, unknown, number][];
-  };
   const extra = new Map<number, RuleSet>();
-  for (const seq of new Set([meta.controlSeq, ...meta.buffer.map((b) => b[4])])) {
+  for (const seq of checkpointRuleSets(stored.meta)) {
     if (ruleSetAt(seq) !== undefined) continue;
     const json = await store.loadRuleSet(seq);
     if (json !== undefined) extra.set(seq, restoreRuleSet(json, o.limits));
   }
   const restoreStarted = performance.now();
-  const state = restorePartitionParts(
-    stored.meta,
-    stored.fields,
-    (seq) => ruleSetAt(seq) ?? extra.get(seq),
-    { outOfOrderMs: o.outOfOrderMs, limits: o.limits },
-  );
+  const state = restorePartitionParts(stored, (seq) => ruleSetAt(seq) ?? extra.get(seq), {
+    outOfOrderMs: o.outOfOrderMs,
+    limits: o.limits,
+  });
   const timings = {
     // Rule sets read from the store count as reading.
     loadMs: loaded.loadMs + (restoreStarted - started),

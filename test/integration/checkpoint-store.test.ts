@@ -29,14 +29,19 @@ const parts = (
   upserts: [string, string][],
   deletes: string[],
   full: boolean,
+  buffered: [string, string][] = [],
+  released: string[] = [],
 ): CheckpointParts => ({
   offset,
   controlSeq: 1,
   meta: `{"offset":${offset}}`,
   upserts: CheckpointFields.fromTexts(upserts),
   deletes,
+  buffered: CheckpointFields.fromTexts(buffered),
+  released,
   full,
   changed: [...upserts.map(([f]) => f), ...deletes],
+  changedBuffer: new Map(),
 });
 const fields = (from: number, to: number, tag: string): [string, string][] =>
   Array.from({ length: to - from }, (_, i) => [`f${from + i}`, `${tag}${from + i}`]);
@@ -47,9 +52,16 @@ describe('RedisCheckpointStore (real redis-server)', () => {
     ['in several batches of one script', 1200],
     ['large (staged in chunks)', 6000],
   ] as const) {
-    it(`${name}: full, then incremental upserts and deletes, restore the same fields`, async () => {
+    it(`${name}: full, then incremental upserts and deletes, restore the same fields and buffered events`, async () => {
       const p = size;
-      await store.save(p, parts(10, fields(0, size, 'a'), [], true), 1);
+      const events = (from: number, to: number): [string, string][] =>
+        Array.from({ length: to - from }, (_, i) => [String(from + i), `[${from + i},"é€😀"]`]);
+      const unicode: [string, string] = ['ключ', '["é€😀",{"d":"\u0000"}]'];
+      await store.save(
+        p,
+        parts(10, [...fields(0, size, 'a'), unicode], [], true, events(0, 10)),
+        1,
+      );
       await store.save(
         p,
         parts(
@@ -57,19 +69,25 @@ describe('RedisCheckpointStore (real redis-server)', () => {
           fields(size / 2, size + size / 2, 'b'),
           fields(0, size / 4, '').map(([f]) => f),
           false,
+          events(10, 15),
+          ['0', '1', '2', '3', '4'],
         ),
         1,
       );
       const loaded = await store.load(p);
       const expected = new Map([
         ...fields(size / 4, size / 2, 'a'),
+        unicode,
         ...fields(size / 2, size + size / 2, 'b'),
       ]);
       expect(loaded?.offset).toBe(20);
       expect(new Map(loaded?.fields)).toEqual(expected);
+      expect(new Map(loaded?.buffered)).toEqual(new Map(events(5, 15)));
       // A full checkpoint replaces everything.
-      await store.save(p, parts(30, fields(0, 3, 'c'), [], true), 1);
-      expect(new Map((await store.load(p))?.fields)).toEqual(new Map(fields(0, 3, 'c')));
+      await store.save(p, parts(30, fields(0, 3, 'c'), [], true, events(20, 22)), 1);
+      const again = await store.load(p);
+      expect(new Map(again?.fields)).toEqual(new Map(fields(0, 3, 'c')));
+      expect(new Map(again?.buffered)).toEqual(new Map(events(20, 22)));
     });
   }
 

@@ -48,6 +48,9 @@ const parts = (offset: number): CheckpointParts => ({
   meta: `{"offset":${offset}}`,
   upserts: CheckpointFields.fromTexts([['f', String(offset)]]),
   deletes: [],
+  buffered: CheckpointFields.fromTexts([]),
+  released: [],
+  changedBuffer: new Map(),
   changed: ['f'],
   full: true,
 });

@@ -53,6 +53,9 @@ const parts = (offset: number): CheckpointParts => ({
   meta: `{"offset":${offset}}`,
   upserts: CheckpointFields.fromTexts([]),
   deletes: [],
+  buffered: CheckpointFields.fromTexts([]),
+  released: [],
+  changedBuffer: new Map(),
   full: true,
   changed: [],
 });

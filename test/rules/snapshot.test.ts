@@ -10,10 +10,12 @@ import {
   restorePartition,
   restorePartitionParts,
   snapshotPartition,
+  type CheckpointParts,
   type PartitionRecord,
   type PartitionState,
   type ProcessResult,
   type RuleSet,
+  type StoredParts,
 } from '../../rules/index.js';
 import { Feed, ruleSetOf } from './harness.js';
 
@@ -200,6 +202,22 @@ function outputs(results: ProcessResult[]): string {
 
 const decoder = new TextDecoder();
 
+/** What a store would hold after writing these parts alone. */
+const stored = (parts: CheckpointParts): StoredParts => ({
+  meta: parts.meta,
+  buffered: parts.buffered,
+  fields: parts.upserts,
+});
+
+/** The meta of a format before v4, which held the buffered events. */
+function legacyMeta(parts: CheckpointParts, format: string): string {
+  const json = JSON.parse(parts.meta) as Record<string, unknown>;
+  delete json.ruleSets;
+  json.format = format;
+  json.buffer = [...parts.buffered].map(([, text]) => JSON.parse(text) as unknown);
+  return JSON.stringify(json);
+}
+
 describe('partition snapshot and restore', () => {
   it('cut a random log at a random point, snapshot, restore, continue: same outputs and state as an uninterrupted run', () => {
     const sets = versions();
@@ -252,13 +270,23 @@ describe('partition snapshot and restore', () => {
           const options = { partition: 2, outOfOrderMs: 40 };
           const whole = createPartition(sets[0] as RuleSet, options);
           const expected = records.map((r) => processRecord(whole, r));
-          // A store as Redis would hold it: the last meta and a hash of keyed-state fields.
-          const store = { meta: '', fields: new Map<string, string>() };
+          // A store as Redis would hold it: the last meta, a hash of keyed-state fields and one
+          // of buffered events.
+          const store = {
+            meta: '',
+            fields: new Map<string, string>(),
+            buffered: new Map<string, string>(),
+          };
           const save = (st: PartitionState, full: boolean): void => {
             const parts = checkpointParts(st, full);
-            if (parts.full) store.fields.clear();
+            if (parts.full) {
+              store.fields.clear();
+              store.buffered.clear();
+            }
             for (const [f, v] of parts.upserts) store.fields.set(f, v);
             for (const f of parts.deletes) store.fields.delete(f);
+            for (const [f, v] of parts.buffered) store.buffered.set(f, v);
+            for (const f of parts.released) store.buffered.delete(f);
             store.meta = parts.meta;
           };
           const live = createPartition(sets[0] as RuleSet, options);
@@ -277,12 +305,9 @@ describe('partition snapshot and restore', () => {
             }
           });
           // Crash: everything after the last checkpoint is lost and replayed from the log.
-          const restored = restorePartitionParts(
-            store.meta,
-            store.fields,
-            (seq) => bySeq.get(seq),
-            { outOfOrderMs: 40 },
-          );
+          const restored = restorePartitionParts(store, (seq) => bySeq.get(seq), {
+            outOfOrderMs: 40,
+          });
           const after = records.slice(checkpointedAt).map((r) => processRecord(restored, r));
           expect(outputs([...before.slice(0, checkpointedAt), ...after])).toBe(outputs(expected));
           expect(decoder.decode(snapshotPartition(restored))).toBe(
@@ -336,13 +361,13 @@ describe('partition snapshot and restore', () => {
       feed.event({ type: 'payment', card: `c${i % 3}`, amount: (i * 37) % 101, ts: 1000 + i * 3 });
     const snapshot = decoder.decode(snapshotPartition(feed.state));
     const parts = checkpointParts(feed.state, true);
-    const fromParts = restorePartitionParts(parts.meta, parts.upserts, () => rs, {});
+    const fromParts = restorePartitionParts(stored(parts), () => rs, {});
     expect(decoder.decode(snapshotPartition(fromParts))).toBe(snapshot);
     // A v2 field (absolute timestamps, every part written out) restores to the same state.
     const v2 = (JSON.parse(snapshot) as { states: [string, unknown[]][] }).states.map(
       ([key, lineages]): [string, string] => [key, JSON.stringify(lineages)],
     );
-    const fromV2 = restorePartitionParts(parts.meta, v2, () => rs, {});
+    const fromV2 = restorePartitionParts({ ...stored(parts), fields: v2 }, () => rs, {});
     expect(decoder.decode(snapshotPartition(fromV2))).toBe(snapshot);
     // The windows really had evicted entries at their head when the checkpoint was taken.
     const heads = [...feed.state.states.values()].flatMap((m) =>
@@ -377,8 +402,10 @@ describe('partition snapshot and restore', () => {
     for (const [key, lineages] of states)
       for (const [sid, sup, op] of lineages)
         v1.push([JSON.stringify([sid, key]), JSON.stringify([sup, op])]);
-    const meta = now.meta.replace('"vigil.partition.v3"', '"vigil.partition.v1"');
-    const restored = restorePartitionParts(meta, v1, () => rs, { outOfOrderMs: 40 });
+    const meta = legacyMeta(now, 'vigil.partition.v1');
+    const restored = restorePartitionParts({ meta, buffered: [], fields: v1 }, () => rs, {
+      outOfOrderMs: 40,
+    });
     expect(decoder.decode(snapshotPartition(restored))).toBe(
       decoder.decode(snapshotPartition(feed.state)),
     );
@@ -406,21 +433,37 @@ describe('partition snapshot and restore', () => {
           b.hits.map((x) => [x.rule.id, x.key, x.trigger ? 1 : 0, x.expected ? 1 : 0]),
         ]),
     );
-    const json = JSON.parse(now.meta) as { format: string; buffer: unknown[][] };
-    json.format = 'vigil.partition.v2';
+    const json = JSON.parse(legacyMeta(now, 'vigil.partition.v2')) as { buffer: unknown[][] };
     for (const b of json.buffer) b[5] = hitsBySeq.get(b[1] as number);
-    const restored = restorePartitionParts(JSON.stringify(json), now.upserts, () => rs, {
-      outOfOrderMs: 40,
-    });
+    const restored = restorePartitionParts(
+      { meta: JSON.stringify(json), buffered: [], fields: now.upserts },
+      () => rs,
+      { outOfOrderMs: 40 },
+    );
     expect(decoder.decode(snapshotPartition(restored))).toBe(
       decoder.decode(snapshotPartition(feed.state)),
     );
-    // Their record key is not known: the next checkpoint keeps their hits.
-    const again = JSON.parse(checkpointParts(restored, true).meta) as { buffer: unknown[][] };
-    expect(again.buffer.map((b) => b[5])).toEqual(json.buffer.map((b) => b[5]));
-    // And the v3 meta restores the same partition, its hits recomputed.
-    const fromV3 = restorePartitionParts(now.meta, now.upserts, () => rs, { outOfOrderMs: 40 });
-    expect(decoder.decode(snapshotPartition(fromV3))).toBe(
+    // Their record key is not known: the next checkpoint keeps their hits, and writes them as
+    // fields of their own, incremental as it is.
+    const again = checkpointParts(restored);
+    expect([...again.buffered].map(([, t]) => (JSON.parse(t) as unknown[])[5])).toEqual(
+      json.buffer.map((b) => b[5]),
+    );
+    expect(again.meta).not.toContain('"buffer"');
+    // A v3 meta (buffered events inside, record keys) restores the same partition, its hits
+    // recomputed, and the next checkpoint writes its buffered events as fields.
+    const v3 = restorePartitionParts(
+      { meta: legacyMeta(now, 'vigil.partition.v3'), buffered: [], fields: now.upserts },
+      () => rs,
+      { outOfOrderMs: 40 },
+    );
+    expect(decoder.decode(snapshotPartition(v3))).toBe(
+      decoder.decode(snapshotPartition(feed.state)),
+    );
+    expect(new Map(checkpointParts(v3).buffered)).toEqual(new Map(now.buffered));
+    // And so does the v4 checkpoint itself.
+    const fromV4 = restorePartitionParts(stored(now), () => rs, { outOfOrderMs: 40 });
+    expect(decoder.decode(snapshotPartition(fromV4))).toBe(
       decoder.decode(snapshotPartition(feed.state)),
     );
   });
@@ -432,7 +475,7 @@ describe('partition snapshot and restore', () => {
     const good =
       '[["velocity@1",null,{"k":"s","sums":false,"t":[5],"v":[],"f":0,"mn":[],"mx":[],"d":null}]]';
     const restore = (fields: [string, string][]) =>
-      restorePartitionParts(meta, fields, () => rs, {});
+      restorePartitionParts({ meta, buffered: [], fields }, () => rs, {});
     // Restored keys stay as their text until the partition touches them; counting decodes all.
     const decoded = (fields: [string, string][]) => {
       const st = restore(fields);
