@@ -1,8 +1,6 @@
-import { ByteWriter } from './byte-writer.js';
-import { CheckpointFields } from './checkpoint-fields.js';
 import { SnapshotError } from './errors.js';
-import { writeKeyStates, type LineageStateJSON } from './key-state-json.js';
-import type { Buffered, PartitionOptions, PartitionState } from './partition.js';
+import { encodeKeyStates, type LineageStateJSON } from './key-state-json.js';
+import type { PartitionOptions, PartitionState } from './partition.js';
 import type { RuleSet } from './rule-set.js';
 import {
   bufferedText,
@@ -16,120 +14,105 @@ import {
 /**
  * A checkpoint of a partition in parts: `meta` (offset, watermark, timers, rule sets in use;
  * written whole each time), keyed state as hash fields, one per key (the field is the key; the
- * value holds every lineage's state of that key), and buffered events as fields of their own
- * (the field is the event's sequence). Incremental by default: only the keys changed since the
- * last call (`upserts`) and those that no longer hold state (`deletes`), the events buffered since
- * (`buffered`) and those released (`released`); `full` lists every key and buffered event, for a
- * store that rewrites its copy. Taking a checkpoint resets the change tracking; a store that
- * fails to write one hands it back with {@link requeueCheckpoint}.
+ * value holds every lineage's state of that key), and buffered events in chunks, a hash field
+ * each. Incremental by default: only the keys changed since the last call (`upserts`) and those
+ * that no longer hold state (`deletes`), a chunk of the events buffered since (`buffered`) and
+ * the chunks whose events are all released (`released`); `full` lists every key and one chunk of
+ * every buffered event, for a store that rewrites its copy. Taking a checkpoint resets the change
+ * tracking; a store that fails to write one hands it back with {@link requeueCheckpoint}.
  */
 export interface CheckpointParts {
   readonly offset: number;
   readonly controlSeq: number;
   readonly meta: string;
-  readonly upserts: CheckpointFields;
+  readonly upserts: readonly (readonly [field: string, value: string])[];
   readonly deletes: readonly string[];
-  readonly buffered: CheckpointFields;
+  /** At most one chunk: `[field, JSON list of buffered events]`. */
+  readonly buffered: readonly (readonly [field: string, value: string])[];
   readonly released: readonly string[];
   readonly full: boolean;
   /** The keys marked changed when the checkpoint was taken. */
   readonly changed: readonly string[];
-  /** The buffered events marked changed when it was taken (see `PartitionState.bufferDirty`). */
-  readonly changedBuffer: ReadonlyMap<number, Buffered | undefined>;
+  /** The buffered events after this sequence are in `buffered` (see `bufferCheckpointed`). */
+  readonly bufferedAfter: number;
+  /** The chunks `released` deletes, with their latest event times. */
+  readonly releasedChunks: ReadonlyMap<string, number>;
 }
 
-/**
- * The size of what a checkpoint writes: its meta and field names in UTF-16 units, its values in
- * bytes (the same for ASCII text, which nearly all of it is).
- */
+/** The text a checkpoint writes: its meta and every upserted field and value (UTF-16 units). */
 export function checkpointPartsBytes(parts: CheckpointParts): number {
-  let n = parts.meta.length + parts.upserts.valueBytes + parts.buffered.valueBytes;
-  for (const f of parts.upserts.keys) n += f.length;
-  for (const f of parts.buffered.keys) n += f.length;
+  let n = parts.meta.length;
+  for (const [f, v] of parts.upserts) n += f.length + v.length;
+  for (const [f, v] of parts.buffered) n += f.length + v.length;
   return n;
 }
 
-/** Room for a changed key's value to begin with; the writer doubles when it needs more. */
-const BYTES_PER_KEY_GUESS = 1024;
-/** The same for a buffered event (about 200 bytes of payload, and the rest of its entry). */
-const BYTES_PER_EVENT_GUESS = 320;
-
 /** Takes a checkpoint of the partition (see {@link CheckpointParts}). */
 export function checkpointParts(st: PartitionState, full = false): CheckpointParts {
-  const keys: string[] = [];
-  const ends: number[] = [];
+  const upserts: [string, string][] = [];
   const deletes: string[] = [];
   const changed = [...st.dirty];
   st.dirty.clear();
-  const w = new ByteWriter(
-    BYTES_PER_KEY_GUESS * (full ? st.states.size + st.raw.size : changed.length),
-  );
   if (full) {
-    for (const [key, byLineage] of st.states) {
-      keys.push(key);
-      writeKeyStates(w, byLineage);
-      ends.push(w.length);
-    }
+    for (const [key, byLineage] of st.states) upserts.push([key, encodeKeyStates(byLineage)]);
     // Keys restored and not touched since: their state is the text read.
-    for (const [key, text] of st.raw) {
-      keys.push(key);
-      w.text(text);
-      ends.push(w.length);
-    }
+    for (const [key, text] of st.raw) upserts.push([key, text]);
   } else {
     for (const key of changed) {
       const byLineage = st.states.get(key);
       if (byLineage === undefined) deletes.push(key);
-      else {
-        keys.push(key);
-        writeKeyStates(w, byLineage);
-        ends.push(w.length);
-      }
+      else upserts.push([key, encodeKeyStates(byLineage)]);
     }
   }
-  const changedBuffer = new Map(st.bufferDirty);
-  st.bufferDirty.clear();
-  const buffered: Buffered[] = [];
-  const released: string[] = [];
-  if (full) buffered.push(...st.buffer.sorted());
-  else
-    for (const [seq, b] of changedBuffer)
-      if (b === undefined) released.push(String(seq));
-      else buffered.push(b);
-  const bw = new ByteWriter(BYTES_PER_EVENT_GUESS * buffered.length);
-  const bufferedEnds: number[] = [];
-  for (const b of buffered) {
-    bw.text(bufferedText(b, false));
-    bufferedEnds.push(bw.length);
+  // Buffered events: one chunk of those buffered since the last checkpoint (all of them for a
+  // full one); the chunks all of whose events are released go.
+  const bufferedAfter = full ? 0 : st.bufferCheckpointed;
+  // (A full checkpoint replaces them all. Listed all the same: if it fails, they are still there.)
+  const releasedChunks = new Map<string, number>();
+  for (const [field, latest] of st.bufferChunks)
+    if (full || latest <= st.watermark) releasedChunks.set(field, latest);
+  for (const field of releasedChunks.keys()) st.bufferChunks.delete(field);
+  let chunk = '';
+  let latest = -Infinity;
+  for (const b of st.buffer.unordered())
+    if (b.seq > bufferedAfter) {
+      chunk += (chunk === '' ? '[' : ',') + bufferedText(b, false);
+      if (b.ts > latest) latest = b.ts;
+    }
+  const buffered: [string, string][] = [];
+  if (chunk !== '') {
+    // Named after the offset: a chunk written again after a failed write is named alike when no
+    // record came since, and then holds the same events.
+    const field = String(st.offset);
+    buffered.push([field, chunk + ']']);
+    st.bufferChunks.set(field, Math.max(latest, st.bufferChunks.get(field) ?? -Infinity));
   }
+  st.bufferCheckpointed = st.offset;
   return {
     offset: st.offset,
     controlSeq: st.ruleSet.controlSeq,
     meta: metaText(st, false),
-    upserts: new CheckpointFields(keys, w.bytes(), ends),
+    upserts,
     deletes,
-    buffered: new CheckpointFields(
-      buffered.map((b) => String(b.seq)),
-      bw.bytes(),
-      bufferedEnds,
-    ),
-    released,
+    buffered,
+    released: [...releasedChunks.keys()],
     full,
     changed,
-    changedBuffer,
+    bufferedAfter,
+    releasedChunks,
   };
 }
 
 /**
  * Marks the keys and buffered events of a checkpoint that was not written as changed again, so
  * the next incremental checkpoint carries them (keys with their state as it is by then): no whole
- * rewrite is needed. A change since the checkpoint was taken stays as it is: an event released
- * since then is deleted (never written, it is not in the store; deleting it is harmless).
+ * rewrite is needed. Its chunk stays listed, since a write that timed out may still land: it is
+ * deleted with its events' release like any other (a restore reads each event once).
  */
 export function requeueCheckpoint(st: PartitionState, parts: CheckpointParts): void {
   for (const key of parts.changed) st.dirty.add(key);
-  for (const [seq, b] of parts.changedBuffer)
-    if (!st.bufferDirty.has(seq)) st.bufferDirty.set(seq, b);
+  st.bufferCheckpointed = Math.min(st.bufferCheckpointed, parts.bufferedAfter);
+  for (const [field, latest] of parts.releasedChunks) st.bufferChunks.set(field, latest);
 }
 
 /**
@@ -164,7 +147,7 @@ function restoreV1Fields(
 /** What a store holds for a partition, as {@link restorePartitionParts} reads it. */
 export interface StoredParts {
   readonly meta: string;
-  /** Buffered events (v4 on): `[seq, text]`; none for earlier formats, whose meta holds them. */
+  /** Chunks of buffered events (v4 on): `[field, text]`; none for earlier formats, whose meta holds them. */
   readonly buffered: Iterable<readonly [field: string, value: string]>;
   /** Keyed-state fields: `[key, text]`. */
   readonly fields: Iterable<readonly [field: string, value: string]>;

@@ -78,7 +78,6 @@ export {
   type RuleSet,
   type RuleSetJSON,
 } from './rule-set.js';
-export { CheckpointFields } from './checkpoint-fields.js';
 export {
   checkpointParts,
   checkpointPartsBytes,

@@ -6,7 +6,6 @@ import {
   type SlidingState,
   type TumblingState,
 } from './cep/threshold.js';
-import type { ByteWriter } from './byte-writer.js';
 import { SnapshotError } from './errors.js';
 import type { EventRef } from './types.js';
 
@@ -128,83 +127,50 @@ function fieldBase(byLineage: ReadonlyMap<string, KeyState>): number {
 }
 
 /**
- * One key's states as checkpoint field text, format v3: `[base, [lineage, sup, state], …]`,
- * written into `w` as UTF-8. Sliding windows are written compacted (head at 0), their timestamps
- * as offsets from `base`, and leave out what is empty (values of `count`, deques, distinct map,
- * `f` at 0, `sums` when false). Most keys hold windows of one entry, and that is most of their
- * size; checkpoints write one of these per changed key, so this is most of their cost. Written
- * directly as bytes, without strings or intermediate objects (see {@link ByteWriter}); restore
- * parses it with `JSON.parse`.
+ * One key's states as checkpoint field text, format v3: `[base, [lineage, sup, state], …]`.
+ * Sliding windows are written compacted (head at 0), their timestamps as offsets from `base`,
+ * and leave out what is empty (values of `count`, deques, distinct map, `f` at 0, `sums` when
+ * false). Most keys hold windows of one entry, and that is most of their size; checkpoints
+ * write one of these per changed key, so this is most of their cost. Written directly, without
+ * building intermediate objects and slices; restore parses it with `JSON.parse`.
  */
-export function writeKeyStates(w: ByteWriter, byLineage: ReadonlyMap<string, KeyState>): void {
+export function encodeKeyStates(byLineage: ReadonlyMap<string, KeyState>): string {
   const base = fieldBase(byLineage);
-  w.byte(0x5b); // [
-  w.number(base);
+  let out = '[' + base;
   for (const [sid, ks] of byLineage) {
-    w.ascii(',["');
-    // Lineage ids are rule ids ([A-Za-z0-9_-]) and a sequence: ASCII, nothing to escape.
-    w.ascii(sid);
-    w.ascii('",');
-    if (ks.sup === undefined) w.ascii('null');
-    else w.number(ks.sup);
-    w.byte(0x2c); // ,
-    writeOp(w, ks.op, base);
-    w.byte(0x5d); // ]
+    // Lineage ids are rule ids ([A-Za-z0-9_-]) and a sequence: nothing to escape.
+    out += ',["' + sid + '",' + (ks.sup ?? 'null') + ',' + opText(ks.op, base) + ']';
   }
-  w.byte(0x5d);
+  return out + ']';
 }
 
-function writeOp(w: ByteWriter, op: unknown, base: number): void {
-  const s = op as SlidingState | undefined;
-  if (s === undefined) return w.ascii('null');
-  // Anything but a sliding window with finite timestamps (those are possible only through the
-  // API, and base is 0 then): as v2 wrote it.
-  if (s.k !== 's' || !finiteFrom(s.t, s.h)) return w.text(JSON.stringify(opToJSON(op)) ?? 'null');
+function opText(op: unknown, base: number): string {
+  if (op === undefined) return 'null';
+  const s = op as SlidingState;
+  if (s.k !== 's') return JSON.stringify(opToJSON(op)) ?? 'null';
   const h = s.h;
-  w.ascii('{"k":"s","t":');
-  writeNumbers(w, s.t, h, base);
-  if (s.sums) w.ascii(',"sums":true');
-  if (s.v.length > h) {
-    w.ascii(',"v":');
-    if (finiteFrom(s.v, h)) writeNumbers(w, s.v, h, 0);
-    else w.text(JSON.stringify(s.v.slice(h)));
-  }
-  if (s.f > h) {
-    w.ascii(',"f":');
-    w.number(s.f - h);
-  }
-  if (s.mn.length > 0) {
-    w.ascii(',"mn":');
-    writeNumbers(w, s.mn, 0, h);
-  }
-  if (s.mx.length > 0) {
-    w.ascii(',"mx":');
-    writeNumbers(w, s.mx, 0, h);
-  }
-  if (s.d !== undefined && s.d.size > 0) {
-    w.ascii(',"d":');
-    w.text(JSON.stringify([...s.d]));
-  }
-  w.byte(0x7d); // }
+  const t = numberList(s.t, h, base);
+  // A timestamp that is not finite (possible only through the API): as v2 wrote it (base is 0).
+  if (t === undefined) return JSON.stringify(opToJSON(op)) ?? 'null';
+  let out = '{"k":"s","t":' + t;
+  if (s.sums) out += ',"sums":true';
+  if (s.v.length > h) out += ',"v":' + (numberList(s.v, h, 0) ?? JSON.stringify(s.v.slice(h)));
+  if (s.f > h) out += ',"f":' + (s.f - h);
+  if (s.mn.length > 0) out += ',"mn":' + (numberList(s.mn, 0, h) as string);
+  if (s.mx.length > 0) out += ',"mx":' + (numberList(s.mx, 0, h) as string);
+  if (s.d !== undefined && s.d.size > 0) out += ',"d":' + JSON.stringify([...s.d]);
+  return out + '}';
 }
 
-/** Whether `a[from…]` are all finite numbers. */
-function finiteFrom(a: readonly unknown[], from: number): boolean {
+/** `JSON.stringify(a.slice(from).map((x) => x - minus))` for finite numbers; undefined for anything else. */
+function numberList(a: readonly unknown[], from: number, minus: number): string | undefined {
+  let out = '[';
   for (let i = from; i < a.length; i++) {
     const x = a[i];
-    if (typeof x !== 'number' || !Number.isFinite(x)) return false;
+    if (typeof x !== 'number' || !Number.isFinite(x)) return undefined;
+    out += (i === from ? '' : ',') + (x - minus);
   }
-  return true;
-}
-
-/** `JSON.stringify(a.slice(from).map((x) => x - minus))` into `w`, for numbers known finite. */
-function writeNumbers(w: ByteWriter, a: readonly unknown[], from: number, minus: number): void {
-  w.byte(0x5b);
-  for (let i = from; i < a.length; i++) {
-    if (i > from) w.byte(0x2c);
-    w.number((a[i] as number) - minus);
-  }
-  w.byte(0x5d);
+  return out + ']';
 }
 
 /**

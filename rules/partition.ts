@@ -132,13 +132,17 @@ export interface PartitionState {
   /** Keys whose state (in any lineage) changed since the last checkpoint delta. */
   readonly dirty: Set<string>;
   /**
-   * Buffered events changed since the last checkpoint delta, by sequence: the event when it was
-   * buffered (to be written), undefined when it was released (to be deleted). An event buffered
-   * and released between two checkpoints is in neither. Why: a partition draining a backlog
-   * buffers a second of event time, several checkpoints' worth of records, and writing the whole
-   * buffer each time wrote each event several times over.
+   * Buffered events are checkpointed in chunks, one per checkpoint that buffered any: the events
+   * buffered up to this sequence are in the store. Events enter the buffer in log order, so the
+   * next chunk holds the buffered events after it.
    */
-  readonly bufferDirty: Map<number, Buffered | undefined>;
+  bufferCheckpointed: number;
+  /**
+   * The chunks of buffered events in the store: field → the latest event time in the chunk. Every
+   * buffered event is later than the watermark, so a chunk whose latest time the watermark has
+   * reached holds released events only, and the next checkpoint deletes it.
+   */
+  readonly bufferChunks: Map<string, number>;
   /**
    * Keyed state: key → lineage (`ruleId@epoch`) → state. Grouped by key because an event touches
    * one key in several rules: a checkpoint then writes one field per changed key.
@@ -179,7 +183,8 @@ export function createPartition(ruleSet: RuleSet, options: PartitionOptions): Pa
     tags: new Map(),
     hitCounts: new Map(),
     dirty: new Set(),
-    bufferDirty: new Map(),
+    bufferCheckpointed: 0,
+    bufferChunks: new Map(),
     states: new Map(),
     raw: new Map(),
     lineageKeys: new Map(),
@@ -446,7 +451,6 @@ function onEvent(
       hits,
     };
     st.buffer.push(b);
-    st.bufferDirty.set(b.seq, b);
     tag(st, b);
   }
   advance(st, ts, h);
@@ -464,9 +468,6 @@ function advance(st: PartitionState, ts: number, h: OperatorHost): void {
 function release(st: PartitionState, h: OperatorHost): void {
   for (let b = st.buffer.peek(); b !== undefined && b.ts <= st.watermark; b = st.buffer.peek()) {
     st.buffer.pop();
-    // Never written: nothing to delete either.
-    if (st.bufferDirty.get(b.seq) !== undefined) st.bufferDirty.delete(b.seq);
-    else st.bufferDirty.set(b.seq, undefined);
     // Timers strictly before the event fire first: an event exactly at a deadline is too late to cancel it.
     fireTimers(st, b.ts - 1, h);
     const ref: EventRef = Object.freeze(

@@ -14,8 +14,8 @@ import {
 import type { RuleSet } from './rule-set.js';
 import { bufferedHits } from './verdict.js';
 
-// v4 (checkpoint metas): buffered events are fields of their own, written once each, and the meta
-// lists the rule sets they were judged under. Snapshots keep the v3 layout.
+// v4 (checkpoint metas): buffered events are in chunks of their own, each written once, and the
+// meta lists the rule sets they were judged under. Snapshots keep the v3 layout.
 // v3: buffered events as their JSON text with their record key (hits are recomputed at restore);
 // checkpoint fields with window timestamps from a base and empty parts left out.
 // v2: keyed state grouped by key (one checkpoint field per key), no longer by lineage.
@@ -147,8 +147,8 @@ export function snapshotPartition(st: PartitionState): Uint8Array {
 }
 
 /**
- * A partition from its meta, and from v4 on its buffered events' fields (`[seq, text]`). Buffered
- * events of an earlier meta are marked changed, so that the next checkpoint writes them as fields.
+ * A partition from its meta, and from v4 on its chunks of buffered events (`[field, text]`).
+ * Buffered events of an earlier meta are in no chunk yet: the next checkpoint writes them as one.
  */
 export function restoreMeta(
   json: MetaJSON,
@@ -183,7 +183,7 @@ export function restoreMeta(
   st.maxTs = json.maxTs ?? -Infinity;
   st.watermark = json.watermark ?? -Infinity;
   st.timerN = json.timerN;
-  const restore = ([ts, seq, id, e, cs, keyOrHits]: BufferedJSON): Buffered => {
+  const restore = ([ts, seq, id, e, cs, keyOrHits]: BufferedJSON): void => {
     const rs = at(cs);
     const event = e as Record<string, unknown>;
     const hostile = hasHostileObject(event);
@@ -212,20 +212,31 @@ export function restoreMeta(
     };
     st.buffer.push(b);
     tag(st, b);
-    return b;
   };
-  for (const entry of json.buffer ?? []) {
-    const b = restore(entry);
-    st.bufferDirty.set(b.seq, b);
-  }
+  // A meta before v4 holds the buffered events (the next checkpoint writes them as a chunk).
+  for (const entry of json.buffer ?? []) restore(entry);
+  if (json.format === CHECKPOINT_FORMAT) st.bufferCheckpointed = st.offset;
+  // v4: chunks, which can hold events released since (the watermark passed them) and, after a
+  // write that timed out and landed late, events another chunk holds too.
+  const seen = new Set<number>();
   for (const [field, text] of buffered) {
-    let entry: BufferedJSON;
+    let entries: BufferedJSON[];
     try {
-      entry = JSON.parse(text) as BufferedJSON;
+      entries = JSON.parse(text) as BufferedJSON[];
     } catch (e) {
-      throw new SnapshotError(`checkpointed buffered event ${field} is not JSON`, e);
+      throw new SnapshotError(`checkpointed chunk ${field} of buffered events is not JSON`, e);
     }
-    restore(entry);
+    if (!Array.isArray(entries))
+      throw new SnapshotError(`checkpointed chunk ${field} of buffered events is not a list`);
+    let latest = -Infinity;
+    for (const entry of entries) {
+      const [ts, seq] = entry;
+      if (ts > latest) latest = ts;
+      if (ts <= st.watermark || seen.has(seq)) continue;
+      seen.add(seq);
+      restore(entry);
+    }
+    st.bufferChunks.set(field, latest);
   }
   for (const [time, n, ruleId, epoch, key] of json.timers)
     st.timers.push({ time, n, ruleId, epoch, key });

@@ -1,5 +1,5 @@
 import { Redis } from 'ioredis';
-import type { CheckpointFields, CheckpointParts, RuleSetJSON } from '../rules/index.js';
+import type { CheckpointParts, RuleSetJSON } from '../rules/index.js';
 import { VigilError } from '../rules/index.js';
 import { leaseKeys } from './lease-store.js';
 import { readHash } from './redis-hash-read.js';
@@ -9,7 +9,7 @@ export interface StoredCheckpoint {
   readonly offset: number;
   readonly controlSeq: number;
   readonly meta: string;
-  /** Buffered events (format v4 on): `[seq, text]`. */
+  /** Chunks of buffered events (format v4 on): `[field, text]`. */
   readonly buffered: Iterable<readonly [string, string]>;
   /**
    * The keyed-state fields, to be read once: each is let go as it is read, so that a restore
@@ -64,7 +64,7 @@ end
 // owner writes), and against the token of the stored checkpoint.
 // KEYS: meta hash, state hash, token counter, buffer hash.
 // ARGV: fence, offset, controlSeq, meta, full, #upserts, #deletes, #buffered, upserts (field,
-// value)…, deletes…, buffered (seq, value)…, released…
+// value)…, deletes…, buffered chunks (field, value)…, released chunks…
 const SAVE = `${LUA_BATCHES}
 local fence = tonumber(ARGV[1])
 local offset = tonumber(ARGV[2])
@@ -91,9 +91,9 @@ return 'OK'
 
 // A large checkpoint's keyed state is first written to staging keys in chunks (invisible to
 // readers), then switched in by one script that checks the fence: atomic whatever its size. The
-// buffered events (a partition's reorder buffer: bounded) come with the switch.
+// chunk of buffered events (one field) comes with the switch.
 // KEYS: meta hash, state hash, staged upserts (hash), staged deletes (set), token counter, buffer hash.
-// ARGV: fence, offset, controlSeq, meta, full, #buffered, buffered (seq, value)…, released…
+// ARGV: fence, offset, controlSeq, meta, full, #buffered, buffered chunks (field, value)…, released chunks…
 const SAVE_STAGED = `${LUA_BATCHES}
 local fence = tonumber(ARGV[1])
 local offset = tonumber(ARGV[2])
@@ -130,23 +130,17 @@ function* readOnce(flat: (string | undefined)[]): Generator<readonly [string, st
   flat.length = 0;
 }
 
-/**
- * Field i's value as a Buffer over the checkpoint's bytes, not a copy: ioredis writes a Buffer
- * argument as it is, where a string would be measured, encoded and copied again.
- */
-function valueAt(fields: CheckpointFields, i: number): Buffer {
-  const v = fields.value(i);
-  return Buffer.from(v.buffer, v.byteOffset, v.byteLength);
-}
-
-/** Appends fields `from` ≤ i < `to` as (field, value) arguments. */
+/** Appends (field, value) pairs as arguments. */
 function pushFields(
-  args: (string | number | Buffer)[],
-  fields: CheckpointFields,
+  args: (string | number)[],
+  fields: readonly (readonly [string, string])[],
   from = 0,
   to = fields.length,
 ): void {
-  for (let i = from; i < to; i++) args.push(fields.keys[i] as string, valueAt(fields, i));
+  for (let i = from; i < to; i++) {
+    const [f, v] = fields[i] as readonly [string, string];
+    args.push(f, v);
+  }
 }
 
 /** Fields per command when staging a large checkpoint. */
@@ -208,12 +202,12 @@ export class RedisCheckpointStore implements CheckpointStore {
     const head = [fence, parts.offset, parts.controlSeq, parts.meta, parts.full ? '1' : '0'];
     const r = this.redis as unknown as Record<
       'vigilSave' | 'vigilSaveStaged',
-      (args: (string | number | Buffer)[]) => Promise<string>
+      (args: (string | number)[]) => Promise<string>
     >;
     const { upserts, deletes, buffered, released } = parts;
     try {
       if (upserts.length + deletes.length <= CHUNK) {
-        const args: (string | number | Buffer)[] = [metaKey, stateKey, tokenKey, bufferKey];
+        const args: (string | number)[] = [metaKey, stateKey, tokenKey, bufferKey];
         args.push(...head, upserts.length, deletes.length, buffered.length);
         pushFields(args, upserts);
         for (const f of deletes) args.push(f);
@@ -227,9 +221,7 @@ export class RedisCheckpointStore implements CheckpointStore {
       const stagedDeletes = `${stateKey}:deleted:${id}`;
       const pipeline = this.redis.pipeline();
       for (let i = 0; i < upserts.length; i += CHUNK) {
-        const chunk: (string | number | Buffer)[] = [];
-        pushFields(chunk, upserts, i, Math.min(upserts.length, i + CHUNK));
-        pipeline.hset(staged, ...(chunk as (string | Buffer)[]));
+        pipeline.hset(staged, Object.fromEntries(upserts.slice(i, i + CHUNK)));
       }
       for (let i = 0; i < deletes.length; i += CHUNK)
         pipeline.sadd(stagedDeletes, ...deletes.slice(i, i + CHUNK));
@@ -239,7 +231,7 @@ export class RedisCheckpointStore implements CheckpointStore {
       const results = await pipeline.exec();
       const failed = results?.find(([err]) => err !== null);
       if (failed) throw failed[0];
-      const args: (string | number | Buffer)[] = [metaKey, stateKey, staged, stagedDeletes];
+      const args: (string | number)[] = [metaKey, stateKey, staged, stagedDeletes];
       args.push(tokenKey, bufferKey, ...head, buffered.length);
       pushFields(args, buffered);
       for (const f of released) args.push(f);

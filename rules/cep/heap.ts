@@ -45,6 +45,11 @@ export class Heap<T> {
     return top;
   }
 
+  /** The items in no particular order (the heap's own array: read it, do not change it). */
+  unordered(): readonly T[] {
+    return this.items;
+  }
+
   /** The items in pop order (a copy; the heap is unchanged). */
   sorted(): T[] {
     const copy = new Heap<T>(this.less);

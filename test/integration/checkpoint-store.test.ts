@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CheckpointFields, type CheckpointParts } from '../../rules/index.js';
+import type { CheckpointParts } from '../../rules/index.js';
 import { CheckpointFencedError, RedisCheckpointStore } from '../../service/checkpoint-store.js';
 import { startRedis, type ServerHandle } from '../../service/index.js';
 
@@ -35,13 +35,14 @@ const parts = (
   offset,
   controlSeq: 1,
   meta: `{"offset":${offset}}`,
-  upserts: CheckpointFields.fromTexts(upserts),
+  upserts: upserts,
   deletes,
-  buffered: CheckpointFields.fromTexts(buffered),
+  buffered: buffered,
   released,
   full,
   changed: [...upserts.map(([f]) => f), ...deletes],
-  changedBuffer: new Map(),
+  bufferedAfter: 0,
+  releasedChunks: new Map(),
 });
 const fields = (from: number, to: number, tag: string): [string, string][] =>
   Array.from({ length: to - from }, (_, i) => [`f${from + i}`, `${tag}${from + i}`]);

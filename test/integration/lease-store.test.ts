@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CheckpointFields, type CheckpointParts } from '../../rules/index.js';
+import type { CheckpointParts } from '../../rules/index.js';
 import { fairShares, planMoves } from '../../service/assignment.js';
 import { CheckpointFencedError, RedisCheckpointStore } from '../../service/checkpoint-store.js';
 import { InstanceReplacedError, RedisLeaseStore } from '../../service/lease-store.js';
@@ -46,11 +46,12 @@ const parts = (offset: number): CheckpointParts => ({
   offset,
   controlSeq: 0,
   meta: `{"offset":${offset}}`,
-  upserts: CheckpointFields.fromTexts([['f', String(offset)]]),
+  upserts: [['f', String(offset)]],
   deletes: [],
-  buffered: CheckpointFields.fromTexts([]),
+  buffered: [],
   released: [],
-  changedBuffer: new Map(),
+  bufferedAfter: 0,
+  releasedChunks: new Map(),
   changed: ['f'],
   full: true,
 });

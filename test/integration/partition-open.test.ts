@@ -1,10 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  CheckpointFields,
-  createPartition,
-  emptyRuleSet,
-  type CheckpointParts,
-} from '../../rules/index.js';
+import { createPartition, emptyRuleSet, type CheckpointParts } from '../../rules/index.js';
 import {
   RedisCheckpointStore,
   type CheckpointStore,
@@ -51,11 +46,12 @@ const parts = (offset: number): CheckpointParts => ({
   offset,
   controlSeq: 0,
   meta: `{"offset":${offset}}`,
-  upserts: CheckpointFields.fromTexts([]),
+  upserts: [],
   deletes: [],
-  buffered: CheckpointFields.fromTexts([]),
+  buffered: [],
   released: [],
-  changedBuffer: new Map(),
+  bufferedAfter: 0,
+  releasedChunks: new Map(),
   full: true,
   changed: [],
 });
