@@ -127,21 +127,65 @@ function fieldBase(byLineage: ReadonlyMap<string, KeyState>): number {
 }
 
 /**
- * One key's states as checkpoint field text, format v3: `[base, [lineage, sup, state], …]`.
- * Sliding windows are written compacted (head at 0), their timestamps as offsets from `base`,
- * and leave out what is empty (values of `count`, deques, distinct map, `f` at 0, `sums` when
- * false). Most keys hold windows of one entry, and that is most of their size; checkpoints
- * write one of these per changed key, so this is most of their cost. Written directly, without
- * building intermediate objects and slices; restore parses it with `JSON.parse`.
+ * One key's states as checkpoint field text: `[base, [lineage, sup, state], …]`. Sliding windows
+ * are written compacted (head at 0), their timestamps as offsets from `base`, and leave out what
+ * is empty (values of `count`, deques, distinct map, `f` at 0, `sums` when false) (v3). A window
+ * equal to one written earlier in the field is written as that entry's position, from 1 (v4): the
+ * rules of a type that key by the same key and met the same events hold equal windows, and in
+ * the benchmark's keys 29 lineages held two distinct ones. Checkpoints write one of these per
+ * changed key, so this is most of their cost. Written directly, without building intermediate
+ * objects and slices; restore parses it with `JSON.parse`.
  */
 export function encodeKeyStates(byLineage: ReadonlyMap<string, KeyState>): string {
   const base = fieldBase(byLineage);
   let out = '[' + base;
+  // The distinct plain windows written so far (a few), and their positions.
+  const written: SlidingState[] = [];
+  const writtenAt: number[] = [];
+  let at = 0;
   for (const [sid, ks] of byLineage) {
+    at++;
+    let op: string | undefined;
+    const s = ks.op as SlidingState | undefined;
+    if (s?.k === 's' && plainWindow(s)) {
+      for (let j = 0; j < written.length && op === undefined; j++)
+        if (sameWindow(s, written[j] as SlidingState)) op = String(writtenAt[j]);
+      if (op === undefined && written.length < 4) {
+        written.push(s);
+        writtenAt.push(at);
+      }
+    }
     // Lineage ids are rule ids ([A-Za-z0-9_-]) and a sequence: nothing to escape.
-    out += ',["' + sid + '",' + (ks.sup ?? 'null') + ',' + opText(ks.op, base) + ']';
+    out += ',["' + sid + '",' + (ks.sup ?? 'null') + ',' + (op ?? opText(ks.op, base)) + ']';
   }
   return out + ']';
+}
+
+/** A window whose text is its timestamps, values, sums flag and front end only, all finite. */
+function plainWindow(s: SlidingState): boolean {
+  if (s.mn.length > 0 || s.mx.length > 0 || (s.d !== undefined && s.d.size > 0)) return false;
+  for (let i = s.h; i < s.t.length; i++) if (!Number.isFinite(s.t[i])) return false;
+  for (let i = s.h; i < s.v.length; i++) {
+    const x = s.v[i];
+    if (typeof x !== 'number' || !Number.isFinite(x)) return false;
+  }
+  return true;
+}
+
+/** Whether two plain windows of one key write the same text. */
+function sameWindow(a: SlidingState, b: SlidingState): boolean {
+  const n = a.t.length - a.h;
+  const nv = Math.max(0, a.v.length - a.h);
+  if (
+    a.sums !== b.sums ||
+    n !== b.t.length - b.h ||
+    nv !== Math.max(0, b.v.length - b.h) ||
+    Math.max(0, a.f - a.h) !== Math.max(0, b.f - b.h)
+  )
+    return false;
+  for (let i = 0; i < n; i++) if (a.t[a.h + i] !== b.t[b.h + i]) return false;
+  for (let i = 0; i < nv; i++) if (a.v[a.h + i] !== b.v[b.h + i]) return false;
+  return true;
 }
 
 function opText(op: unknown, base: number): string {
@@ -174,8 +218,9 @@ function numberList(a: readonly unknown[], from: number, minus: number): string 
 }
 
 /**
- * One key's states (all its lineages) from its parsed checkpoint field: v3
- * (`[base, [lineage, sup, state], …]`) or v2 (`[[lineage, sup, state], …]`).
+ * One key's states (all its lineages) from its parsed checkpoint field: v3 or v4
+ * (`[base, [lineage, sup, state], …]`, a v4 state possibly an earlier entry's position) or v2
+ * (`[[lineage, sup, state], …]`).
  * @throws SnapshotError when the field is not such a list.
  */
 export function decodeKeyStates(
@@ -188,14 +233,39 @@ export function decodeKeyStates(
   if (!Array.isArray(field) || field.length <= from)
     throw new SnapshotError(`keyed state of "${key}" is not a list of [lineage, sup, state]`);
   const byLineage = new Map<string, KeyState>();
+  const ops: unknown[] = [];
   for (let i = from; i < field.length; i++) {
     const lineage = field[i];
     if (!Array.isArray(lineage))
       throw new SnapshotError(`keyed state of "${key}" is not a list of [lineage, sup, state]`);
-    const [sid, sup, op] = lineage;
-    byLineage.set(sid, newKeyState(sup ?? undefined, opFromJSON(op, base)));
+    const [sid, sup, json] = lineage;
+    let op: unknown;
+    if (typeof json === 'number') {
+      // v4: the same window as an earlier entry's, a copy of its own.
+      const earlier = ops[json - 1] as SlidingState | undefined;
+      if (!Number.isInteger(json) || json < 1 || earlier?.k !== 's')
+        throw new SnapshotError(
+          `keyed state of "${key}": lineage ${sid} refers to entry ${json}, which holds no window`,
+        );
+      op = copyWindow(earlier);
+    } else op = opFromJSON(json, base);
+    ops.push(op);
+    byLineage.set(sid, newKeyState(sup ?? undefined, op));
   }
   return byLineage;
+}
+
+/** A restored window's own copy (its arrays are not shared). */
+function copyWindow(s: SlidingState): SlidingState {
+  return {
+    ...s,
+    t: orNone(s.t.slice()),
+    v: orNone(s.v.slice()),
+    fs: orNone(s.fs.slice()),
+    mn: orNone(s.mn.slice()),
+    mx: orNone(s.mx.slice()),
+    d: s.d === undefined ? undefined : new Map(s.d),
+  };
 }
 
 /** {@link decodeKeyStates} from the field's text. */
