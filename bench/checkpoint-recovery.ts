@@ -199,7 +199,8 @@ async function activated(service: ServiceProcess, seq: number, timeoutMs: number
 
 /**
  * Waits until the checkpoints in Redis cover every fill event: each key has its state field, and
- * no partition's checkpoint holds a buffered event (each event has been judged into its window).
+ * no partition's checkpoint holds a buffered event (each event has been judged into its window:
+ * no meta lists one, no chunk is left).
  */
 async function covered(redisUrl: string, keys: number, timeoutMs: number): Promise<number[]> {
   const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
@@ -210,16 +211,21 @@ async function covered(redisUrl: string, keys: number, timeoutMs: number): Promi
       for (let p = 0; p < PARTITIONS; p++) {
         pipe.hlen(`vigil:p:${p}:state`);
         pipe.hget(`vigil:p:${p}`, 'meta');
+        // Chunks of buffered events (format v4): deleted once the watermark has passed them all.
+        pipe.hlen(`vigil:p:${p}:buffer`);
       }
       const r = ((await pipe.exec()) ?? []).map(([err, v]) => {
         if (err) throw err;
         return v;
       });
-      const lens = r.filter((_, i) => i % 2 === 0).map(Number);
-      const metas = r.filter((_, i) => i % 2 === 1) as (string | null)[];
-      const empty = metas.every(
-        (m) => m !== null && (JSON.parse(m) as { buffer: unknown[] }).buffer.length === 0,
-      );
+      const lens = r.filter((_, i) => i % 3 === 0).map(Number);
+      const metas = r.filter((_, i) => i % 3 === 1) as (string | null)[];
+      const chunks = r.filter((_, i) => i % 3 === 2).map(Number);
+      const empty =
+        metas.every(
+          (m) =>
+            m !== null && ((JSON.parse(m) as { buffer?: unknown[] }).buffer ?? []).length === 0,
+        ) && chunks.every((n) => n === 0);
       if (empty && lens.reduce((a, b) => a + b, 0) === keys) return lens;
       if (Date.now() > until)
         throw new Error(`no checkpoint covered every event in ${timeoutMs} ms (${lens.join(',')})`);
