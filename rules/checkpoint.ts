@@ -4,10 +4,12 @@ import type { PartitionOptions, PartitionState } from './partition.js';
 import type { RuleSet } from './rule-set.js';
 import {
   bufferedText,
+  CHECKPOINT_FORMAT,
   FORMAT_V1,
   metaText,
   restoreKey,
   restoreMeta,
+  type BufferedJSON,
   type MetaJSON,
 } from './snapshot.js';
 
@@ -177,6 +179,40 @@ function parseMeta(meta: string): MetaJSON {
   }
 }
 
+/**
+ * The buffered events of v4 chunks, and each chunk's latest event time. A chunk can hold events
+ * released since it was written (the watermark passed them) and, after a write that timed out and
+ * landed late, events another chunk holds too: each still-buffered event is kept once.
+ */
+function readChunks(
+  chunks: Iterable<readonly [field: string, value: string]>,
+  watermark: number,
+): { entries: BufferedJSON[]; latest: Map<string, number> } {
+  const entries: BufferedJSON[] = [];
+  const latest = new Map<string, number>();
+  const seen = new Set<number>();
+  for (const [field, text] of chunks) {
+    let list: BufferedJSON[];
+    try {
+      list = JSON.parse(text) as BufferedJSON[];
+    } catch (e) {
+      throw new SnapshotError(`checkpointed chunk ${field} of buffered events is not JSON`, e);
+    }
+    if (!Array.isArray(list))
+      throw new SnapshotError(`checkpointed chunk ${field} of buffered events is not a list`);
+    let last = -Infinity;
+    for (const entry of list) {
+      const [ts, seq] = entry;
+      if (ts > last) last = ts;
+      if (ts <= watermark || seen.has(seq)) continue;
+      seen.add(seq);
+      entries.push(entry);
+    }
+    latest.set(field, last);
+  }
+  return { entries, latest };
+}
+
 /** Restores a partition from the parts a store holds: its last meta, buffered events and keyed-state fields. */
 export function restorePartitionParts(
   stored: StoredParts,
@@ -184,7 +220,10 @@ export function restorePartitionParts(
   options: Omit<PartitionOptions, 'partition'>,
 ): PartitionState {
   const json = parseMeta(stored.meta);
-  const st = restoreMeta(json, stored.buffered, ruleSetAt, options);
+  const chunks = readChunks(stored.buffered, json.watermark ?? -Infinity);
+  const st = restoreMeta(json, chunks.entries, ruleSetAt, options);
+  if (json.format === CHECKPOINT_FORMAT) st.bufferCheckpointed = st.offset;
+  for (const [field, latest] of chunks.latest) st.bufferChunks.set(field, latest);
   if (json.format === FORMAT_V1) {
     restoreV1Fields(st, stored.fields);
     return st;

@@ -28,7 +28,7 @@ export const FORMAT_V1 = 'vigil.partition.v1';
 
 type HitJSON = [ruleId: string, key: string, trigger: 0 | 1, expected: 0 | 1];
 /** v3: the record key (hits are recomputed); v2, or v3 for an event restored from v2: the hits. */
-type BufferedJSON = [
+export type BufferedJSON = [
   ts: number,
   seq: number,
   id: string | null,
@@ -147,12 +147,12 @@ export function snapshotPartition(st: PartitionState): Uint8Array {
 }
 
 /**
- * A partition from its meta, and from v4 on its chunks of buffered events (`[field, text]`).
- * Buffered events of an earlier meta are in no chunk yet: the next checkpoint writes them as one.
+ * A partition from its meta and, from v4 on, the buffered events read from its chunks (see
+ * `restorePartitionParts`).
  */
 export function restoreMeta(
   json: MetaJSON,
-  buffered: Iterable<readonly [field: string, value: string]>,
+  buffered: Iterable<BufferedJSON>,
   ruleSetAt: (controlSeq: number) => RuleSet | undefined,
   options: Omit<PartitionOptions, 'partition'>,
 ): PartitionState {
@@ -215,29 +215,7 @@ export function restoreMeta(
   };
   // A meta before v4 holds the buffered events (the next checkpoint writes them as a chunk).
   for (const entry of json.buffer ?? []) restore(entry);
-  if (json.format === CHECKPOINT_FORMAT) st.bufferCheckpointed = st.offset;
-  // v4: chunks, which can hold events released since (the watermark passed them) and, after a
-  // write that timed out and landed late, events another chunk holds too.
-  const seen = new Set<number>();
-  for (const [field, text] of buffered) {
-    let entries: BufferedJSON[];
-    try {
-      entries = JSON.parse(text) as BufferedJSON[];
-    } catch (e) {
-      throw new SnapshotError(`checkpointed chunk ${field} of buffered events is not JSON`, e);
-    }
-    if (!Array.isArray(entries))
-      throw new SnapshotError(`checkpointed chunk ${field} of buffered events is not a list`);
-    let latest = -Infinity;
-    for (const entry of entries) {
-      const [ts, seq] = entry;
-      if (ts > latest) latest = ts;
-      if (ts <= st.watermark || seen.has(seq)) continue;
-      seen.add(seq);
-      restore(entry);
-    }
-    st.bufferChunks.set(field, latest);
-  }
+  for (const entry of buffered) restore(entry);
   for (const [time, n, ruleId, epoch, key] of json.timers)
     st.timers.push({ time, n, ruleId, epoch, key });
   return st;

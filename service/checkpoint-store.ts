@@ -220,9 +220,8 @@ export class RedisCheckpointStore implements CheckpointStore {
       const staged = `${stateKey}:staged:${id}`;
       const stagedDeletes = `${stateKey}:deleted:${id}`;
       const pipeline = this.redis.pipeline();
-      for (let i = 0; i < upserts.length; i += CHUNK) {
+      for (let i = 0; i < upserts.length; i += CHUNK)
         pipeline.hset(staged, Object.fromEntries(upserts.slice(i, i + CHUNK)));
-      }
       for (let i = 0; i < deletes.length; i += CHUNK)
         pipeline.sadd(stagedDeletes, ...deletes.slice(i, i + CHUNK));
       // Staging keys of a writer that dies mid-way expire by themselves.
