@@ -6,6 +6,7 @@ import {
   bufferedText,
   CHECKPOINT_FORMAT,
   FORMAT_V1,
+  FORMAT_V4,
   metaText,
   restoreKey,
   restoreMeta,
@@ -39,12 +40,17 @@ export interface CheckpointParts {
   readonly bufferedAfter: number;
   /** The chunks `released` deletes, with their latest event times. */
   readonly releasedChunks: ReadonlyMap<string, number>;
+  /** Lineage numbers the fields use that the store does not hold yet: `[number, lineage]` (v5). */
+  readonly lineages: readonly (readonly [number, string])[];
+  /** Lineage numbers no field uses any more (their lineage was dropped): the store deletes them after `lineages`. */
+  readonly lineagesRemoved: readonly number[];
 }
 
 /** The text a checkpoint writes: its meta and every upserted field and value (UTF-16 units). */
 export function checkpointPartsBytes(parts: CheckpointParts): number {
   let n = parts.meta.length;
   for (const [f, v] of parts.upserts) n += f.length + v.length;
+  for (const [, sid] of parts.lineages) n += sid.length;
   for (const [f, v] of parts.buffered) n += f.length + v.length;
   return n;
 }
@@ -56,16 +62,19 @@ export function checkpointParts(st: PartitionState, full = false): CheckpointPar
   const changed = [...st.dirty];
   st.dirty.clear();
   if (full) {
-    for (const [key, byLineage] of st.states) upserts.push([key, encodeKeyStates(byLineage)]);
+    for (const [key, byLineage] of st.states)
+      upserts.push([key, encodeKeyStates(byLineage, st.lineageIndex)]);
     // Keys restored and not touched since: their state is the text read.
     for (const [key, text] of st.raw) upserts.push([key, text]);
   } else {
     for (const key of changed) {
       const byLineage = st.states.get(key);
       if (byLineage === undefined) deletes.push(key);
-      else upserts.push([key, encodeKeyStates(byLineage)]);
+      else upserts.push([key, encodeKeyStates(byLineage, st.lineageIndex)]);
     }
   }
+  // After the fields: encoding them numbers the lineages they hold that had no number yet.
+  const lineages = st.lineageIndex.take();
   // Buffered events: one chunk of those buffered since the last checkpoint (all of them for a
   // full one); the chunks all of whose events are released go.
   const bufferedAfter = full ? 0 : st.bufferCheckpointed;
@@ -102,6 +111,8 @@ export function checkpointParts(st: PartitionState, full = false): CheckpointPar
     changed,
     bufferedAfter,
     releasedChunks,
+    lineages: lineages.added,
+    lineagesRemoved: lineages.removed,
   };
 }
 
@@ -115,6 +126,7 @@ export function requeueCheckpoint(st: PartitionState, parts: CheckpointParts): v
   for (const key of parts.changed) st.dirty.add(key);
   st.bufferCheckpointed = Math.min(st.bufferCheckpointed, parts.bufferedAfter);
   for (const [field, latest] of parts.releasedChunks) st.bufferChunks.set(field, latest);
+  st.lineageIndex.requeue(parts.lineages, parts.lineagesRemoved);
 }
 
 /**
@@ -153,6 +165,8 @@ export interface StoredParts {
   readonly buffered: Iterable<readonly [field: string, value: string]>;
   /** Keyed-state fields: `[key, text]`. */
   readonly fields: Iterable<readonly [field: string, value: string]>;
+  /** The lineage numbers the fields use (v5): `[number, lineage]`; none before v5. */
+  readonly lineages?: Iterable<readonly [number: number, lineage: string]>;
 }
 
 /**
@@ -213,6 +227,24 @@ function readChunks(
   return { entries, latest };
 }
 
+/** The stored lineage numbers, checked: each a positive integer naming one lineage, each lineage once. */
+function checkedLineages(
+  entries: Iterable<readonly [number, string]>,
+): (readonly [number, string])[] {
+  const out: (readonly [number, string])[] = [];
+  const seen = new Set<string>();
+  for (const [n, sid] of entries) {
+    if (!Number.isSafeInteger(n) || n < 1 || typeof sid !== 'string' || sid === '')
+      throw new SnapshotError(
+        `checkpointed lineage number ${JSON.stringify(n)} (${JSON.stringify(sid)}) is not a positive integer naming a lineage`,
+      );
+    if (seen.has(sid)) throw new SnapshotError(`checkpointed lineage ${sid} has two numbers`);
+    seen.add(sid);
+    out.push([n, sid]);
+  }
+  return out;
+}
+
 /** Restores a partition from the parts a store holds: its last meta, buffered events and keyed-state fields. */
 export function restorePartitionParts(
   stored: StoredParts,
@@ -222,7 +254,9 @@ export function restorePartitionParts(
   const json = parseMeta(stored.meta);
   const chunks = readChunks(stored.buffered, json.watermark ?? -Infinity);
   const st = restoreMeta(json, chunks.entries, ruleSetAt, options);
-  if (json.format === CHECKPOINT_FORMAT) st.bufferCheckpointed = st.offset;
+  if (json.format === CHECKPOINT_FORMAT || json.format === FORMAT_V4)
+    st.bufferCheckpointed = st.offset;
+  st.lineageIndex.restore(checkedLineages(stored.lineages ?? []));
   for (const [field, latest] of chunks.latest) st.bufferChunks.set(field, latest);
   if (json.format === FORMAT_V1) {
     restoreV1Fields(st, stored.fields);

@@ -7,6 +7,7 @@ import {
   type TumblingState,
 } from './cep/threshold.js';
 import { SnapshotError } from './errors.js';
+import type { LineageIndex } from './lineage-index.js';
 import type { EventRef } from './types.js';
 
 /**
@@ -17,6 +18,8 @@ import type { EventRef } from './types.js';
 
 /** One lineage's state of a key. */
 export type LineageStateJSON = [lineage: string, sup: number | null, op: unknown];
+/** v5 checkpoint fields: one lineage's state of a key, the lineage by its number (see LineageIndex). */
+export type NumberedStateJSON = [lineage: number, op: unknown, sup?: number];
 
 /** Non-finite numbers as strings: JSON would turn them into null. */
 const enc = (x: number): number | string => (Number.isFinite(x) ? x : String(x));
@@ -127,16 +130,20 @@ function fieldBase(byLineage: ReadonlyMap<string, KeyState>): number {
 }
 
 /**
- * One key's states as checkpoint field text: `[base, [lineage, sup, state], …]`. Sliding windows
- * are written compacted (head at 0), their timestamps as offsets from `base`, and leave out what
- * is empty (values of `count`, deques, distinct map, `f` at 0, `sums` when false) (v3). A window
- * equal to one written earlier in the field is written as that entry's position, from 1 (v4): the
- * rules of a type that key by the same key and met the same events hold equal windows, and in
- * the benchmark's keys 29 lineages held two distinct ones. Checkpoints write one of these per
- * changed key, so this is most of their cost. Written directly, without building intermediate
+ * One key's states as checkpoint field text: `[base, [lineage, state, sup?], …]`, each lineage by
+ * its number in the partition's `index` (v5; `sup` only when an alert was suppressed from). Sliding
+ * windows are written compacted (head at 0), their timestamps as offsets from `base`, and leave out
+ * what is empty (values of `count`, deques, distinct map, `f` at 0, `sums` when false) (v3). A
+ * window equal to one written earlier in the field is written as that entry's position, from 1
+ * (v4): the rules of a type that key by the same key and met the same events hold equal windows,
+ * and in the benchmark's keys 29 lineages held two distinct ones. Checkpoints write one of these
+ * per changed key, so this is most of their cost. Written directly, without building intermediate
  * objects and slices; restore parses it with `JSON.parse`.
  */
-export function encodeKeyStates(byLineage: ReadonlyMap<string, KeyState>): string {
+export function encodeKeyStates(
+  byLineage: ReadonlyMap<string, KeyState>,
+  index: LineageIndex,
+): string {
   const base = fieldBase(byLineage);
   let out = '[' + base;
   // The distinct plain windows written so far (a few), and their positions.
@@ -155,8 +162,8 @@ export function encodeKeyStates(byLineage: ReadonlyMap<string, KeyState>): strin
         writtenAt.push(at);
       }
     }
-    // Lineage ids are rule ids ([A-Za-z0-9_-]) and a sequence: nothing to escape.
-    out += ',["' + sid + '",' + (ks.sup ?? 'null') + ',' + (op ?? opText(ks.op, base)) + ']';
+    out += ',[' + index.numberOf(sid) + ',' + (op ?? opText(ks.op, base));
+    out += ks.sup === undefined ? ']' : ',' + ks.sup + ']';
   }
   return out + ']';
 }
@@ -218,27 +225,38 @@ function numberList(a: readonly unknown[], from: number, minus: number): string 
 }
 
 /**
- * One key's states (all its lineages) from its parsed checkpoint field: v3 or v4
- * (`[base, [lineage, sup, state], …]`, a v4 state possibly an earlier entry's position) or v2
- * (`[[lineage, sup, state], …]`).
- * @throws SnapshotError when the field is not such a list.
+ * One key's states (all its lineages) from its parsed checkpoint field: v5
+ * (`[base, [lineage number, state, sup?], …]`, numbers looked up with `nameOf`), v3 or v4
+ * (`[base, [lineage, sup, state], …]`), a v4 or v5 state possibly an earlier entry's position,
+ * or v2 (`[[lineage, sup, state], …]`). A v4 partition's fields stay as they are until their key
+ * is written again, so one partition can hold both.
+ * @throws SnapshotError when the field is not such a list, or names a lineage number `nameOf` does not know.
  */
 export function decodeKeyStates(
   key: string,
-  field: readonly (LineageStateJSON | number)[],
+  field: readonly (LineageStateJSON | NumberedStateJSON | number)[],
+  nameOf: (n: number) => string | undefined = () => undefined,
 ): Map<string, KeyState> {
   const v3 = Array.isArray(field) && typeof field[0] === 'number';
   const base = v3 ? (field[0] as number) : 0;
   const from = v3 ? 1 : 0;
   if (!Array.isArray(field) || field.length <= from)
-    throw new SnapshotError(`keyed state of "${key}" is not a list of [lineage, sup, state]`);
+    throw new SnapshotError(`keyed state of "${key}" is not a list of lineage states`);
   const byLineage = new Map<string, KeyState>();
   const ops: unknown[] = [];
   for (let i = from; i < field.length; i++) {
-    const lineage = field[i];
-    if (!Array.isArray(lineage))
-      throw new SnapshotError(`keyed state of "${key}" is not a list of [lineage, sup, state]`);
-    const [sid, sup, json] = lineage;
+    const entry = field[i];
+    if (!Array.isArray(entry))
+      throw new SnapshotError(`keyed state of "${key}" is not a list of lineage states`);
+    let sid: string, sup: unknown, json: unknown;
+    if (typeof entry[0] === 'number') {
+      const name = nameOf(entry[0]);
+      if (name === undefined)
+        throw new SnapshotError(
+          `keyed state of "${key}" names lineage number ${entry[0]}, which the checkpoint's lineage list does not hold`,
+        );
+      [sid, json, sup] = [name, entry[1], entry[2]];
+    } else [sid, sup, json] = entry as LineageStateJSON;
     let op: unknown;
     if (typeof json === 'number') {
       // v4: the same window as an earlier entry's, a copy of its own.
@@ -250,7 +268,7 @@ export function decodeKeyStates(
       op = copyWindow(earlier);
     } else op = opFromJSON(json, base);
     ops.push(op);
-    byLineage.set(sid, newKeyState(sup ?? undefined, op));
+    byLineage.set(sid, newKeyState(typeof sup === 'number' ? sup : undefined, op));
   }
   return byLineage;
 }
@@ -269,12 +287,16 @@ function copyWindow(s: SlidingState): SlidingState {
 }
 
 /** {@link decodeKeyStates} from the field's text. */
-export function decodeKeyStatesText(key: string, text: string): Map<string, KeyState> {
-  let field: (LineageStateJSON | number)[];
+export function decodeKeyStatesText(
+  key: string,
+  text: string,
+  nameOf?: (n: number) => string | undefined,
+): Map<string, KeyState> {
+  let field: (LineageStateJSON | NumberedStateJSON | number)[];
   try {
-    field = JSON.parse(text) as (LineageStateJSON | number)[];
+    field = JSON.parse(text) as (LineageStateJSON | NumberedStateJSON | number)[];
   } catch (e) {
     throw new SnapshotError(`checkpointed state of key "${key}" is not JSON`, e);
   }
-  return decodeKeyStates(key, field);
+  return decodeKeyStates(key, field, nameOf);
 }

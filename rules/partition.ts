@@ -14,6 +14,7 @@ import type { CompiledRule } from './compile-rule.js';
 import { RuleEvaluationError } from './errors.js';
 import { parseEvent, type InvalidReason } from './event.js';
 import { decodeKeyStatesText } from './key-state-json.js';
+import { LineageIndex } from './lineage-index.js';
 import { DEFAULT_LIMITS, type RuleLimits } from './limits.js';
 import type { RuleSet } from './rule-set.js';
 import type { Alert, EventRef } from './types.js';
@@ -157,6 +158,8 @@ export interface PartitionState {
   readonly raw: Map<string, string>;
   /** How many decoded keys hold state in each lineage. */
   readonly lineageKeys: Map<string, number>;
+  /** The numbers checkpoint fields name lineages by (v5). */
+  readonly lineageIndex: LineageIndex;
   readonly timers: Heap<Timer>;
   timerN: number;
 }
@@ -188,6 +191,7 @@ export function createPartition(ruleSet: RuleSet, options: PartitionOptions): Pa
     states: new Map(),
     raw: new Map(),
     lineageKeys: new Map(),
+    lineageIndex: new LineageIndex(),
     timers: new Heap(timerOrder),
     timerN: 0,
   };
@@ -210,7 +214,7 @@ function newResult(): ProcessResult {
 function decodeRaw(st: PartitionState, key: string): Map<string, KeyState> | undefined {
   const text = st.raw.get(key);
   if (text === undefined) return undefined;
-  const byLineage = decodeKeyStatesText(key, text);
+  const byLineage = decodeKeyStatesText(key, text, (n) => st.lineageIndex.nameOf(n));
   st.raw.delete(key);
   putKeyStates(st, key, byLineage);
   return byLineage;
@@ -262,13 +266,21 @@ function deleteKeyState(st: PartitionState, sid: string, key: string): void {
 
 /** Drops a whole lineage, marking each of its keys for rewriting at the next checkpoint. */
 function dropLineage(st: PartitionState, sid: string): void {
-  // Restored keys that may hold the lineage are decoded first (lineage ids are quoted in the text).
+  // Restored keys that may hold the lineage are decoded first: in the text, a lineage is its
+  // quoted id (v4) or an entry opening with its number (v5; a window's timestamps can look
+  // alike, and decoding a key that does not hold the lineage changes nothing).
   if (st.raw.size > 0) {
     const quoted = `"${sid}"`;
+    const n = st.lineageIndex.peek(sid);
+    const numbered = n === undefined ? undefined : `[${n},`;
     const holding: string[] = [];
-    for (const [key, text] of st.raw) if (text.includes(quoted)) holding.push(key);
+    for (const [key, text] of st.raw)
+      if (text.includes(quoted) || (numbered !== undefined && text.includes(numbered)))
+        holding.push(key);
     for (const key of holding) decodeRaw(st, key);
   }
+  // Its keys are rewritten by the next checkpoint, which also deletes the number.
+  st.lineageIndex.release(sid);
   if (!st.lineageKeys.has(sid)) return;
   // A rare step (a rule deleted or reset): a walk over every key is fine here.
   for (const [key, byLineage] of st.states) {
@@ -568,13 +580,15 @@ function fireTimers(st: PartitionState, upTo: number, h: OperatorHost): void {
 }
 
 /**
- * Drops keyed state of lineages that no rule set in use refers to any more (deleted or reset
- * rules). Lineages with state are always the previous rule set's or ones buffered hits wait for,
+ * Drops keyed state (and lineage numbers) of lineages that no rule set in use refers to any more
+ * (deleted or reset rules). Lineages with state are always the previous rule set's or ones buffered hits wait for,
  * so those cover the restored keys not decoded yet too.
  */
 function collectLineages(st: PartitionState, previous: RuleSet): void {
-  const held = st.raw.size > 0 ? new Set([...st.lineageKeys.keys(), ...previous.stateIds]) : null;
-  for (const sid of held ?? [...st.lineageKeys.keys()])
+  // Numbered lineages too: one whose keys all emptied holds no state but keeps its number.
+  const held = new Set([...st.lineageKeys.keys(), ...st.lineageIndex.lineages()]);
+  if (st.raw.size > 0) for (const sid of previous.stateIds) held.add(sid);
+  for (const sid of held)
     if (!st.ruleSet.stateIds.has(sid) && !st.hitCounts.has(sid)) dropLineage(st, sid);
 }
 

@@ -14,12 +14,16 @@ import {
 import type { RuleSet } from './rule-set.js';
 import { bufferedHits } from './verdict.js';
 
+// v5 (checkpoint metas): keyed-state fields name lineages by number, and the store keeps the
+// numbers beside the meta (see LineageIndex); v4 fields (lineage ids) are still read.
 // v4 (checkpoint metas): buffered events are in chunks of their own, each written once, and the
 // meta lists the rule sets they were judged under. Snapshots keep the v3 layout.
 // v3: buffered events as their JSON text with their record key (hits are recomputed at restore);
 // checkpoint fields with window timestamps from a base and empty parts left out.
 // v2: keyed state grouped by key (one checkpoint field per key), no longer by lineage.
-export const CHECKPOINT_FORMAT = 'vigil.partition.v4';
+export const CHECKPOINT_FORMAT = 'vigil.partition.v5';
+/** v4 metas: buffered events in chunks, as v5, and fields that name lineages by their ids. */
+export const FORMAT_V4 = 'vigil.partition.v4';
 const FORMAT = 'vigil.partition.v3';
 /** v2 metas and fields are restored as they are (see {@link restoreKey}, {@link restoreMeta}). */
 const FORMAT_V2 = 'vigil.partition.v2';
@@ -40,7 +44,12 @@ type TimerJSON = [time: number, n: number, ruleId: string, epoch: number, key: s
 
 /** Everything of a partition but its keyed state (and, from v4 on, its buffered events). */
 export interface MetaJSON {
-  format: typeof CHECKPOINT_FORMAT | typeof FORMAT | typeof FORMAT_V2 | typeof FORMAT_V1;
+  format:
+    | typeof CHECKPOINT_FORMAT
+    | typeof FORMAT_V4
+    | typeof FORMAT
+    | typeof FORMAT_V2
+    | typeof FORMAT_V1;
   partition: number;
   offset: number;
   maxTs: number | null;
@@ -158,6 +167,7 @@ export function restoreMeta(
 ): PartitionState {
   if (
     json?.format !== CHECKPOINT_FORMAT &&
+    json?.format !== FORMAT_V4 &&
     json?.format !== FORMAT &&
     json?.format !== FORMAT_V2 &&
     json?.format !== FORMAT_V1

@@ -11,6 +11,8 @@ export interface StoredCheckpoint {
   readonly meta: string;
   /** Chunks of buffered events (format v4 on): `[field, text]`. */
   readonly buffered: Iterable<readonly [string, string]>;
+  /** The lineage numbers the fields use (format v5): `[number, lineage]`. */
+  readonly lineages: Iterable<readonly [number, string]>;
   /**
    * The keyed-state fields, to be read once: each is let go as it is read, so that a restore
    * does not keep the whole text of the partition alive while it builds the state from it (a
@@ -63,8 +65,9 @@ end
 // lease-store.ts; a write from an owner whose lease was taken over is refused even before the new
 // owner writes), and against the token of the stored checkpoint.
 // KEYS: meta hash, state hash, token counter, buffer hash.
-// ARGV: fence, offset, controlSeq, meta, full, #upserts, #deletes, #buffered, upserts (field,
-// value)…, deletes…, buffered chunks (field, value)…, released chunks…
+// ARGV: fence, offset, controlSeq, meta, full, #upserts, #deletes, #buffered, #released,
+// #lineages, upserts (field, value)…, deletes…, buffered chunks (field, value)…, released
+// chunks…, lineage numbers (field, value)…, lineage numbers let go…
 const SAVE = `${LUA_BATCHES}
 local fence = tonumber(ARGV[1])
 local offset = tonumber(ARGV[2])
@@ -75,7 +78,7 @@ if fence < storedFence then return redis.error_reply('VIGIL_FENCED fence ' .. fe
 local storedOffset = tonumber(redis.call('HGET', KEYS[1], 'offset') or '-1')
 if fence == storedFence and offset < storedOffset then return redis.error_reply('VIGIL_FENCED offset ' .. offset .. ' is older than ' .. storedOffset) end
 if ARGV[5] == '1' then redis.call('DEL', KEYS[2], KEYS[4]) end
-local a = 9
+local a = 11
 local n = 2 * tonumber(ARGV[6])
 hset(KEYS[2], a, a + n - 1)
 a = a + n
@@ -84,16 +87,23 @@ hdel(KEYS[2], a, a + n - 1)
 a = a + n
 n = 2 * tonumber(ARGV[8])
 hset(KEYS[4], a, a + n - 1)
-hdel(KEYS[4], a + n, #ARGV)
+a = a + n
+n = tonumber(ARGV[9])
+hdel(KEYS[4], a, a + n - 1)
+a = a + n
+n = 2 * tonumber(ARGV[10])
+hset(KEYS[1], a, a + n - 1)
+hdel(KEYS[1], a + n, #ARGV)
 redis.call('HSET', KEYS[1], 'fence', fence, 'offset', offset, 'controlSeq', ARGV[3], 'meta', ARGV[4])
 return 'OK'
 `;
 
 // A large checkpoint's keyed state is first written to staging keys in chunks (invisible to
 // readers), then switched in by one script that checks the fence: atomic whatever its size. The
-// chunk of buffered events (one field) comes with the switch.
+// chunk of buffered events (one field) and the lineage numbers come with the switch.
 // KEYS: meta hash, state hash, staged upserts (hash), staged deletes (set), token counter, buffer hash.
-// ARGV: fence, offset, controlSeq, meta, full, #buffered, buffered chunks (field, value)…, released chunks…
+// ARGV: fence, offset, controlSeq, meta, full, #buffered, #released, #lineages, buffered chunks
+// (field, value)…, released chunks…, lineage numbers (field, value)…, lineage numbers let go…
 const SAVE_STAGED = `${LUA_BATCHES}
 local fence = tonumber(ARGV[1])
 local offset = tonumber(ARGV[2])
@@ -113,12 +123,22 @@ else
   for _, f in ipairs(redis.call('SMEMBERS', KEYS[4])) do redis.call('HDEL', KEYS[2], f) end
 end
 redis.call('DEL', KEYS[3], KEYS[4])
+local a = 9
 local n = 2 * tonumber(ARGV[6])
-hset(KEYS[6], 7, 6 + n)
-hdel(KEYS[6], 7 + n, #ARGV)
+hset(KEYS[6], a, a + n - 1)
+a = a + n
+n = tonumber(ARGV[7])
+hdel(KEYS[6], a, a + n - 1)
+a = a + n
+n = 2 * tonumber(ARGV[8])
+hset(KEYS[1], a, a + n - 1)
+hdel(KEYS[1], a + n, #ARGV)
 redis.call('HSET', KEYS[1], 'fence', fence, 'offset', offset, 'controlSeq', ARGV[3], 'meta', ARGV[4])
 return 'OK'
 `;
+
+/** The meta hash's field for a lineage number (v5 checkpoints; see LineageIndex). */
+const LINEAGE_FIELD = 'l:';
 
 /** The (field, value) pairs of a flat HGETALL reply, each dropped from the reply once read. */
 function* readOnce(flat: (string | undefined)[]): Generator<readonly [string, string]> {
@@ -128,6 +148,20 @@ function* readOnce(flat: (string | undefined)[]): Generator<readonly [string, st
     yield pair;
   }
   flat.length = 0;
+}
+
+/** Appends the lineage numbers given and let go as arguments (see SAVE). */
+function pushLineages(args: (string | number)[], parts: CheckpointParts): void {
+  for (const [n, sid] of parts.lineages) args.push(LINEAGE_FIELD + n, sid);
+  for (const n of parts.lineagesRemoved) args.push(LINEAGE_FIELD + n);
+}
+
+/** `[number, lineage]` of the meta hash's lineage fields. */
+function lineagesOf(meta: Record<string, string>): [number, string][] {
+  const out: [number, string][] = [];
+  for (const [f, v] of Object.entries(meta))
+    if (f.startsWith(LINEAGE_FIELD)) out.push([Number(f.slice(LINEAGE_FIELD.length)), v]);
+  return out;
 }
 
 /** Appends (field, value) pairs as arguments. */
@@ -146,7 +180,7 @@ function pushFields(
 /** Fields per command when staging a large checkpoint. */
 const CHUNK = 2000;
 
-/** Checkpoints in Redis: per partition a meta hash and a keyed-state hash (incremental writes in place), rule sets once per sequence. */
+/** Checkpoints in Redis: per partition a meta hash (with the lineage numbers), a keyed-state hash (incremental writes in place) and a hash of buffered-event chunks; rule sets once per sequence. */
 export class RedisCheckpointStore implements CheckpointStore {
   private readonly redis: Redis;
 
@@ -193,6 +227,7 @@ export class RedisCheckpointStore implements CheckpointStore {
       meta: meta.meta,
       buffered: Object.entries(buffered),
       fields: readOnce(flat),
+      lineages: lineagesOf(meta),
     };
   }
 
@@ -208,11 +243,13 @@ export class RedisCheckpointStore implements CheckpointStore {
     try {
       if (upserts.length + deletes.length <= CHUNK) {
         const args: (string | number)[] = [metaKey, stateKey, tokenKey, bufferKey];
-        args.push(...head, upserts.length, deletes.length, buffered.length);
+        args.push(...head, upserts.length, deletes.length, buffered.length, released.length);
+        args.push(parts.lineages.length);
         pushFields(args, upserts);
         for (const f of deletes) args.push(f);
         pushFields(args, buffered);
         for (const f of released) args.push(f);
+        pushLineages(args, parts);
         await r.vigilSave(args);
         return;
       }
@@ -231,9 +268,11 @@ export class RedisCheckpointStore implements CheckpointStore {
       const failed = results?.find(([err]) => err !== null);
       if (failed) throw failed[0];
       const args: (string | number)[] = [metaKey, stateKey, staged, stagedDeletes];
-      args.push(tokenKey, bufferKey, ...head, buffered.length);
+      args.push(tokenKey, bufferKey, ...head, buffered.length, released.length);
+      args.push(parts.lineages.length);
       pushFields(args, buffered);
       for (const f of released) args.push(f);
+      pushLineages(args, parts);
       await r.vigilSaveStaged(args);
     } catch (e) {
       if (e instanceof Error && e.message.includes('VIGIL_FENCED'))

@@ -31,6 +31,8 @@ const parts = (
   full: boolean,
   buffered: [string, string][] = [],
   released: string[] = [],
+  lineages: [number, string][] = [],
+  lineagesRemoved: number[] = [],
 ): CheckpointParts => ({
   offset,
   controlSeq: 1,
@@ -43,6 +45,8 @@ const parts = (
   changed: [...upserts.map(([f]) => f), ...deletes],
   bufferedAfter: 0,
   releasedChunks: new Map(),
+  lineages,
+  lineagesRemoved,
 });
 const fields = (from: number, to: number, tag: string): [string, string][] =>
   Array.from({ length: to - from }, (_, i) => [`f${from + i}`, `${tag}${from + i}`]);
@@ -60,7 +64,19 @@ describe('RedisCheckpointStore (real redis-server)', () => {
       const unicode: [string, string] = ['ключ', '["é€😀",{"d":"\u0000"}]'];
       await store.save(
         p,
-        parts(10, [...fields(0, size, 'a'), unicode], [], true, events(0, 10)),
+        parts(
+          10,
+          [...fields(0, size, 'a'), unicode],
+          [],
+          true,
+          events(0, 10),
+          [],
+          [
+            [1, 'a@1'],
+            [2, 'b@2'],
+            [3, 'ключ@3'],
+          ],
+        ),
         1,
       );
       await store.save(
@@ -72,6 +88,12 @@ describe('RedisCheckpointStore (real redis-server)', () => {
           false,
           events(10, 15),
           ['0', '1', '2', '3', '4'],
+          // A number given and let go in one checkpoint is gone: additions are written first.
+          [
+            [4, 'd@4'],
+            [5, 'e@5'],
+          ],
+          [2, 5],
         ),
         1,
       );
@@ -84,18 +106,25 @@ describe('RedisCheckpointStore (real redis-server)', () => {
       expect(loaded?.offset).toBe(20);
       expect(new Map(loaded?.fields)).toEqual(expected);
       expect(new Map(loaded?.buffered)).toEqual(new Map(events(5, 15)));
-      // A full checkpoint replaces everything.
+      const numbering = new Map([
+        [1, 'a@1'],
+        [3, 'ключ@3'],
+        [4, 'd@4'],
+      ]);
+      expect(new Map(loaded?.lineages)).toEqual(numbering);
+      // A full checkpoint replaces everything but the numbering, which its fields go on using.
       await store.save(p, parts(30, fields(0, 3, 'c'), [], true, events(20, 22)), 1);
       const again = await store.load(p);
       expect(new Map(again?.fields)).toEqual(new Map(fields(0, 3, 'c')));
       expect(new Map(again?.buffered)).toEqual(new Map(events(20, 22)));
+      expect(new Map(again?.lineages)).toEqual(numbering);
     });
   }
 
   it('refuses a write from an older owner or with an older offset, and leaves nothing staged', async () => {
-    await store.save(1, parts(100, fields(0, 10, 'x'), [], true), 5);
+    await store.save(1, parts(100, fields(0, 10, 'x'), [], true, [], [], [[1, 'x@1']]), 5);
     await expect(
-      store.save(1, parts(200, fields(0, 10, 'y'), [], false), 4),
+      store.save(1, parts(200, fields(0, 10, 'y'), [], false, [], [], [[2, 'y@2']], [1]), 4),
     ).rejects.toBeInstanceOf(CheckpointFencedError);
     await expect(store.save(1, parts(50, fields(0, 10, 'y'), [], false), 5)).rejects.toBeInstanceOf(
       CheckpointFencedError,
@@ -105,6 +134,7 @@ describe('RedisCheckpointStore (real redis-server)', () => {
     ).rejects.toBeInstanceOf(CheckpointFencedError);
     expect((await store.load(1))?.offset).toBe(100);
     expect(new Map((await store.load(1))?.fields)).toEqual(new Map(fields(0, 10, 'x')));
+    expect([...((await store.load(1))?.lineages ?? [])]).toEqual([[1, 'x@1']]);
     const raw = new Redis(redis.url);
     expect(await raw.keys(`${prefix}*staged*`)).toEqual([]);
     expect(await raw.keys(`${prefix}*deleted*`)).toEqual([]);

@@ -52,6 +52,8 @@ const parts = (offset: number): CheckpointParts => ({
   released: [],
   bufferedAfter: 0,
   releasedChunks: new Map(),
+  lineages: [],
+  lineagesRemoved: [],
   changed: ['f'],
   full: true,
 });

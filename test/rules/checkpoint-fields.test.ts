@@ -16,6 +16,7 @@ import {
 import type { SlidingState } from '../../rules/cep/threshold.js';
 import type { KeyState } from '../../rules/cep/host.js';
 import { decodeKeyStatesText, encodeKeyStates } from '../../rules/key-state-json.js';
+import { LineageIndex } from '../../rules/lineage-index.js';
 import { eventGenerator, generateRules } from '../../bench/e2e-inputs.js';
 
 const decoder = new TextDecoder();
@@ -41,6 +42,7 @@ describe('checkpoint fields: equal windows written once', () => {
       meta: '',
       fields: new Map<string, string>(),
       buffered: new Map<string, string>(),
+      lineages: new Map<number, string>(),
     };
     const live = createPartition(rs, options);
     const before: ProcessResult[] = [];
@@ -54,12 +56,14 @@ describe('checkpoint fields: equal windows written once', () => {
         store.fields.set(f, v);
         for (const e of (JSON.parse(v) as unknown[]).slice(1) as unknown[][]) {
           entries++;
-          if (typeof e[2] === 'number') refs++;
+          if (typeof e[1] === 'number') refs++;
         }
       }
       for (const f of parts.deletes) store.fields.delete(f);
       for (const [f, v] of parts.buffered) store.buffered.set(f, v);
       for (const f of parts.released) store.buffered.delete(f);
+      for (const [n, sid] of parts.lineages) store.lineages.set(n, sid);
+      for (const n of parts.lineagesRemoved) store.lineages.delete(n);
       store.meta = parts.meta;
     }
     // Many windows of a key are the same as another lineage's.
@@ -142,11 +146,12 @@ describe('checkpoint fields: equal windows written once', () => {
         const m = new Map(
           windows.map((op, i): [string, KeyState] => [`r${i}@1`, { sup: undefined, op }]),
         );
-        const text = encodeKeyStates(m);
-        const decoded = decodeKeyStatesText('k', text);
+        const index = new LineageIndex();
+        const text = encodeKeyStates(m, index);
+        const decoded = decodeKeyStatesText('k', text, (n) => index.nameOf(n));
         // Each lineage alone (no entry to refer to): the same text before and after.
         const alone = (ks: KeyState | undefined) =>
-          encodeKeyStates(new Map([['x@1', ks as KeyState]]));
+          encodeKeyStates(new Map([['x@1', ks as KeyState]]), index);
         for (const [sid, ks] of m) expect(alone(decoded.get(sid))).toBe(alone(ks));
       }),
       { numRuns: 500 },

@@ -274,7 +274,12 @@ describe('review regressions', () => {
     processRecord(live, { kind: 'event', seq: 1, key: 'k', publishTs: 100, data });
     const parts = checkpointParts(live, true);
     const restored = restorePartitionParts(
-      { meta: parts.meta, buffered: parts.buffered, fields: parts.upserts },
+      {
+        meta: parts.meta,
+        buffered: parts.buffered,
+        fields: parts.upserts,
+        lineages: parts.lineages,
+      },
       () => rs,
       { outOfOrderMs: 50 },
     );
@@ -303,7 +308,7 @@ describe('review regressions', () => {
       Buffer.from(v, 'utf8').toString('utf8'),
     ]);
     const restored = restorePartitionParts(
-      { meta: parts.meta, buffered: viaRedis, fields: parts.upserts },
+      { meta: parts.meta, buffered: viaRedis, fields: parts.upserts, lineages: parts.lineages },
       () => rs,
       { outOfOrderMs: 50 },
     );
@@ -331,7 +336,12 @@ describe('review regressions', () => {
     expect(live.states.get('k')?.size).toBe(2);
     const parts = checkpointParts(live, true);
     const restored = restorePartitionParts(
-      { meta: parts.meta, buffered: parts.buffered, fields: parts.upserts },
+      {
+        meta: parts.meta,
+        buffered: parts.buffered,
+        fields: parts.upserts,
+        lineages: parts.lineages,
+      },
       () => rs,
       {},
     );

@@ -12,11 +12,13 @@ import {
   snapshotPartition,
   type CheckpointParts,
   type PartitionRecord,
+  type PartitionState,
   type ProcessResult,
   type RuleSet,
   type StoredParts,
 } from '../../rules/index.js';
 import { Feed, ruleSetOf } from './harness.js';
+import { decodeKeyStatesText, keyStatesJSON } from '../../rules/key-state-json.js';
 
 const rules = [
   {
@@ -206,7 +208,19 @@ const stored = (parts: CheckpointParts): StoredParts => ({
   meta: parts.meta,
   buffered: parts.buffered,
   fields: parts.upserts,
+  lineages: parts.lineages,
 });
+
+/** A checkpoint's fields with the lineages by name, as the snapshot writes them. */
+const namedFields = (parts: CheckpointParts, st: PartitionState): Map<string, string> =>
+  new Map(
+    parts.upserts.map(([key, text]) => [
+      key,
+      JSON.stringify(
+        keyStatesJSON(decodeKeyStatesText(key, text, (n) => st.lineageIndex.nameOf(n))),
+      ),
+    ]),
+  );
 
 /** The buffered events in a checkpoint's chunks, by sequence. */
 const chunkEntries = (parts: CheckpointParts): unknown[][] =>
@@ -265,6 +279,7 @@ describe('partition snapshot and restore', () => {
     const sets = versions();
     const bySeq = new Map(sets.map((rs) => [rs.controlSeq, rs]));
     let landedLate = 0;
+    let lineagesLetGo = 0;
     fc.assert(
       fc.property(
         fc.array(step, { minLength: 1, maxLength: 150, size: 'max' }),
@@ -284,9 +299,13 @@ describe('partition snapshot and restore', () => {
             meta: '',
             fields: new Map<string, string>(),
             buffered: new Map<string, string>(),
+            lineages: new Map<number, string>(),
           };
           const apply = (parts: CheckpointParts): void => {
             if (parts.offset < store.offset) return;
+            for (const [n, sid] of parts.lineages) store.lineages.set(n, sid);
+            for (const n of parts.lineagesRemoved) store.lineages.delete(n);
+            if (parts.lineagesRemoved.length > 0) lineagesLetGo++;
             if (parts.full) {
               store.fields.clear();
               store.buffered.clear();
@@ -337,12 +356,32 @@ describe('partition snapshot and restore', () => {
           expect(decoder.decode(snapshotPartition(restored))).toBe(
             decoder.decode(snapshotPartition(whole)),
           );
+          // The restored partition goes on as the store's owner: its keys restored and not
+          // touched (still text) whose lineage it dropped were rewritten with the numbers it let
+          // go, so its checkpoint restores too.
+          late.length = 0;
+          apply(checkpointParts(restored));
+          const again = restorePartitionParts(store, (seq) => bySeq.get(seq), {
+            outOfOrderMs: 40,
+          });
+          expect(decoder.decode(snapshotPartition(again))).toBe(
+            decoder.decode(snapshotPartition(whole)),
+          );
+          // Once a checkpoint is written, the store numbers exactly the lineages the partition
+          // does, and none that was dropped: only rule sets still in use name them.
+          expect(new Map(store.lineages)).toEqual(new Map(restored.lineageIndex.entries()));
+          for (const sid of store.lineages.values())
+            expect(restored.ruleSet.stateIds.has(sid) || restored.hitCounts.has(sid), sid).toBe(
+              true,
+            );
         },
       ),
       // Shrinking these runs took minutes: a failure is reported as found (with its seed).
       { numRuns: 300, endOnFailure: true },
     );
     expect(landedLate).toBeGreaterThan(50);
+    // Rule changes drop lineages, and their numbers go from the store.
+    expect(lineagesLetGo).toBeGreaterThan(20);
   });
 
   it('checkpoint fields (v3) and the v2 fields of the snapshot restore the same state, for windows with evicted heads too', () => {
@@ -437,7 +476,8 @@ describe('partition snapshot and restore', () => {
     );
     const next = checkpointParts(restored);
     expect([...next.deletes].sort()).toEqual(v1.map(([f]) => f).sort());
-    expect(new Map(next.upserts)).toEqual(new Map(now.upserts));
+    // Each partition numbers its lineages as it first writes them: compared by name.
+    expect(namedFields(next, restored)).toEqual(namedFields(now, feed.state));
   });
 
   it('restores a v2 meta, whose buffered events carry their hits, and writes them back as they were', () => {
@@ -462,7 +502,7 @@ describe('partition snapshot and restore', () => {
     const json = JSON.parse(legacyMeta(now, 'vigil.partition.v2')) as { buffer: unknown[][] };
     for (const b of json.buffer) b[5] = hitsBySeq.get(b[1] as number);
     const restored = restorePartitionParts(
-      { meta: JSON.stringify(json), buffered: [], fields: now.upserts },
+      { meta: JSON.stringify(json), buffered: [], fields: now.upserts, lineages: now.lineages },
       () => rs,
       { outOfOrderMs: 40 },
     );
@@ -478,7 +518,12 @@ describe('partition snapshot and restore', () => {
     // A v3 meta (buffered events inside, record keys) restores the same partition, its hits
     // recomputed, and the next checkpoint writes its buffered events as a chunk.
     const v3 = restorePartitionParts(
-      { meta: legacyMeta(now, 'vigil.partition.v3'), buffered: [], fields: now.upserts },
+      {
+        meta: legacyMeta(now, 'vigil.partition.v3'),
+        buffered: [],
+        fields: now.upserts,
+        lineages: now.lineages,
+      },
       () => rs,
       { outOfOrderMs: 40 },
     );
@@ -519,16 +564,28 @@ describe('partition snapshot and restore', () => {
         ]),
       ),
     ).toBe(2);
-    // The same state as v3 writes it: timestamps as offsets from the base, empty parts left out.
+    // The same state as v3 writes it: timestamps as offsets from the base, empty parts left out;
+    // as v5 writes it: the lineage by its number too, stored beside the meta.
     const v3 = '[5,["velocity@1",null,{"k":"s","t":[0]}]]';
-    expect([...checkpointParts(decoded([['a', good]]), true).upserts]).toEqual([['a', v3]]);
+    const rewritten = checkpointParts(decoded([['a', good]]), true);
+    expect([...rewritten.upserts]).toEqual([['a', '[5,[1,{"k":"s","t":[0]}]]']]);
+    expect(rewritten.lineages).toEqual([[1, 'velocity@1']]);
     expect(snapshotPartition(restore([['a', v3]]))).toEqual(
       snapshotPartition(restore([['a', good]])),
     );
+    expect(
+      snapshotPartition(
+        restorePartitionParts(
+          { meta, buffered: [], fields: rewritten.upserts, lineages: rewritten.lineages },
+          () => rs,
+          {},
+        ),
+      ),
+    ).toEqual(snapshotPartition(restore([['a', good]])));
     // A timestamp that is not an integer (a v2 checkpoint's publish time) is written as it is.
     const fractional = good.replace('[5]', '[5.25]');
     expect([...checkpointParts(decoded([['a', fractional]]), true).upserts]).toEqual([
-      ['a', '[0,["velocity@1",null,{"k":"s","t":[5.25]}]]'],
+      ['a', '[0,[1,{"k":"s","t":[5.25]}]]'],
     ]);
     // A damaged field is reported when the key is decoded, naming the key.
     expect(() =>
@@ -545,5 +602,9 @@ describe('partition snapshot and restore', () => {
       ]),
     ).toThrow(/key "b" is not JSON/);
     expect(() => decoded([['a', '[]']])).toThrow(/keyed state of "a"/);
+    // A lineage number the checkpoint does not list.
+    expect(() => decoded([['a', '[5,[7,{"k":"s","t":[0]}]]']])).toThrow(
+      /keyed state of "a" names lineage number 7, which the checkpoint's lineage list does not hold/,
+    );
   });
 });
