@@ -146,31 +146,42 @@ export function encodeKeyStates(
 ): string {
   const base = fieldBase(byLineage);
   let out = '[' + base;
-  // The distinct plain windows written so far (a few), and their positions.
+  // The distinct plain windows written so far (a few), and their positions as text. Appended
+  // piece by piece: a long string grows by a cons per piece, where a short sum of pieces would
+  // first be copied into a new string.
   const written: SlidingState[] = [];
-  const writtenAt: number[] = [];
+  const writtenAt: string[] = [];
   let at = 0;
   for (const [sid, ks] of byLineage) {
     at++;
+    out += index.entryPrefix(sid);
     let op: string | undefined;
     const s = ks.op as SlidingState | undefined;
-    if (s?.k === 's' && plainWindow(s)) {
+    if (
+      s?.k === 's' &&
+      s.mn.length === 0 &&
+      s.mx.length === 0 &&
+      !(s.d !== undefined && s.d.size > 0)
+    ) {
+      // A window equal to a plain one is plain too: only a new candidate's values are checked.
       for (let j = 0; j < written.length && op === undefined; j++)
-        if (sameWindow(s, written[j] as SlidingState)) op = String(writtenAt[j]);
-      if (op === undefined && written.length < 4) {
+        if (sameWindow(s, written[j] as SlidingState)) op = writtenAt[j];
+      if (op === undefined && written.length < 4 && finiteWindow(s)) {
         written.push(s);
-        writtenAt.push(at);
+        writtenAt.push(String(at));
       }
     }
-    out += ',[' + index.numberOf(sid) + ',' + (op ?? opText(ks.op, base));
+    out += op ?? opText(ks.op, base);
     out += ks.sup === undefined ? ']' : ',' + ks.sup + ']';
   }
   return out + ']';
 }
 
-/** A window whose text is its timestamps, values, sums flag and front end only, all finite. */
-function plainWindow(s: SlidingState): boolean {
-  if (s.mn.length > 0 || s.mx.length > 0 || (s.d !== undefined && s.d.size > 0)) return false;
+/**
+ * Whether a window's timestamps and values are all finite numbers: with empty deques and distinct
+ * map, its text is its timestamps, values, sums flag and front end only (a plain window).
+ */
+function finiteWindow(s: SlidingState): boolean {
   for (let i = s.h; i < s.t.length; i++) if (!Number.isFinite(s.t[i])) return false;
   for (let i = s.h; i < s.v.length; i++) {
     const x = s.v[i];

@@ -14,6 +14,8 @@
  */
 export class LineageIndex {
   private readonly ids = new Map<string, number>();
+  /** A field entry's opening for each numbered lineage, `,[<n>,`: encoding builds no number text per entry. */
+  private readonly prefixes = new Map<string, string>();
   private readonly names = new Map<number, string>();
   private next = 1;
   /** Numbers given since the last checkpoint took them, with their lineage. */
@@ -26,11 +28,21 @@ export class LineageIndex {
     let n = this.ids.get(sid);
     if (n === undefined) {
       n = this.next++;
-      this.ids.set(sid, n);
-      this.names.set(n, sid);
+      this.set(n, sid);
       this.added.push([n, sid]);
     }
     return n;
+  }
+
+  /** `,[<n>,`: the opening of the lineage's entry in a field, its number given now if it has none. */
+  entryPrefix(sid: string): string {
+    return this.prefixes.get(sid) ?? (this.numberOf(sid), this.prefixes.get(sid) as string);
+  }
+
+  private set(n: number, sid: string): void {
+    this.ids.set(sid, n);
+    this.names.set(n, sid);
+    this.prefixes.set(sid, ',[' + n + ',');
   }
 
   /** The lineage a stored field names by `n`; undefined when the partition holds no such number. */
@@ -49,6 +61,7 @@ export class LineageIndex {
     if (n === undefined) return;
     this.ids.delete(sid);
     this.names.delete(n);
+    this.prefixes.delete(sid);
     this.removed.push(n);
   }
 
@@ -72,8 +85,7 @@ export class LineageIndex {
   /** Takes a stored numbering in (restore), as the store holds it. */
   restore(entries: Iterable<readonly [number, string]>): void {
     for (const [n, sid] of entries) {
-      this.ids.set(sid, n);
-      this.names.set(n, sid);
+      this.set(n, sid);
       if (n >= this.next) this.next = n + 1;
     }
   }
