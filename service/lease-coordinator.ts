@@ -85,6 +85,22 @@ export class LeaseCoordinator {
     this.timer = setInterval(() => this.tick(), this.o.renewMs);
   }
 
+  /**
+   * A new fencing token for the lease of `p`, held with `token` (see `RedisLeaseStore.reissue`):
+   * the host restarts a dead worker's partitions under it. Undefined when the lease is not held
+   * with `token` any more; a renewal still on its way for the old token is then not a loss.
+   */
+  async reissue(p: number, token: number): Promise<number | undefined> {
+    const h = this.held.get(p);
+    if (h === undefined || h.token !== token) return undefined;
+    const fresh = await this.store.reissue(p, token);
+    if (fresh === undefined || this.held.get(p) !== h) return undefined;
+    // Its expiry is unchanged, and so is the time it was last known renewed.
+    this.held.set(p, { token: fresh, renewedAt: h.renewedAt });
+    this.o.log('info', `partition ${p}: lease token ${token} → ${fresh} (worker restart)`);
+    return fresh;
+  }
+
   /** A checkpoint of `p` was refused (fenced): the lease is gone, and the host has stopped `p`. */
   fenced(p: number): void {
     if (this.held.delete(p))

@@ -63,6 +63,23 @@ redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. token, 'PX', ARGV
 return token
 `;
 
+// KEYS: lease, token counter, checkpoint meta hash. ARGV: holder string, instance and
+// incarnation. The lease under a new token (above the stored checkpoint's, as in ACQUIRE), its
+// expiry unchanged; nil when it is not held so any more.
+const REISSUE = `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return false end
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl <= 0 then return false end
+local token = redis.call('INCR', KEYS[2])
+local stored = tonumber(redis.call('HGET', KEYS[3], 'fence') or '0')
+if token <= stored then
+  token = stored + 1
+  redis.call('SET', KEYS[2], token)
+end
+redis.call('SET', KEYS[1], ARGV[2] .. ' ' .. token, 'PX', ttl)
+return token
+`;
+
 // KEYS: lease. ARGV: holder string, ttl ms. 1 when renewed, 0 when the lease is not ours any more.
 const RENEW = `
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
@@ -122,6 +139,7 @@ return 1
 type Scripts = Record<
   | 'vigilAcquire'
   | 'vigilRenew'
+  | 'vigilReissue'
   | 'vigilRelease'
   | 'vigilHeartbeat'
   | 'vigilLeave'
@@ -180,6 +198,7 @@ export class RedisLeaseStore {
     });
     this.redis.defineCommand('vigilAcquire', { numberOfKeys: 4, lua: ACQUIRE });
     this.redis.defineCommand('vigilRenew', { numberOfKeys: 1, lua: RENEW });
+    this.redis.defineCommand('vigilReissue', { numberOfKeys: 3, lua: REISSUE });
     this.redis.defineCommand('vigilRelease', { numberOfKeys: 1, lua: RELEASE });
     this.redis.defineCommand('vigilHeartbeat', { numberOfKeys: 1, lua: HEARTBEAT });
     this.redis.defineCommand('vigilLeave', { numberOfKeys: 1, lua: LEAVE });
@@ -258,6 +277,23 @@ export class RedisLeaseStore {
       if (replaced(e)) throw new InstanceReplacedError(this.instanceId, { cause: e });
       throw e;
     }
+  }
+
+  /**
+   * Hands the lease of `p`, held with `token`, a new fencing token, keeping its expiry: a worker
+   * thread that died may have left a checkpoint write on its way to Redis, and its successor on
+   * the old token could not tell that write from its own. Under the new one, Redis refuses it.
+   * Undefined when the lease is not held with `token` any more.
+   */
+  async reissue(p: number, token: number): Promise<number | undefined> {
+    const fresh = await this.scripts.vigilReissue([
+      leaseKeys.lease(p, this.prefix),
+      leaseKeys.token(p, this.prefix),
+      leaseKeys.checkpoint(p, this.prefix),
+      this.holder(token),
+      `${this.instanceId} ${this.incarnation}`,
+    ]);
+    return fresh === null ? undefined : Number(fresh);
   }
 
   /** Extends the lease; false when it is not held with `token` any more (expired or taken). */

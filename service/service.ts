@@ -66,6 +66,7 @@ function startOwnership(
     },
   );
   pool.onFenced = (p) => ownership.fenced(p);
+  pool.reissue = (p, token) => ownership.reissue(p, token);
   pool.ownershipReady = () => ownership.ready;
   log(
     'info',

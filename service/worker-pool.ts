@@ -85,6 +85,12 @@ export class WorkerPool {
   readonly activations = new ActivationLog();
   /** A worker stopped a partition by itself because its checkpoint was fenced (the lease is gone). */
   onFenced: (p: number) => void = () => {};
+  /**
+   * A new fencing token for partition `p`, held with `token` (the lease coordinator's), asked
+   * before a dead worker's partitions start again; undefined keeps the old one.
+   */
+  reissue: (p: number, token: number) => Promise<number | undefined> = () =>
+    Promise.resolve(undefined);
   /** Whether partition ownership is settled enough to serve (the lease coordinator's first round). */
   ownershipReady: () => boolean = () => true;
 
@@ -257,8 +263,25 @@ export class WorkerPool {
       if (this.stopping) return;
       s.restarts++;
       this.log('warn', `worker ${s.index} exited (code ${code}); restarting it`);
-      setTimeout(() => !this.stopping && this.spawn(s), Math.min(5000, 250 * s.restarts));
+      setTimeout(() => !this.stopping && void this.respawn(s), Math.min(5000, 250 * s.restarts));
     });
+  }
+
+  /**
+   * Starts a dead worker's thread again, its partitions under new fencing tokens: a checkpoint
+   * write the dead thread left on its way to Redis is then refused. Under the old token it
+   * could land after the new thread's own writes and leave two numberings of lineages side by
+   * side (format v5). When Redis cannot give one now, the old token is kept.
+   */
+  private async respawn(s: Slot): Promise<void> {
+    await Promise.all(
+      [...s.partitions].map(async ([p, token]) => {
+        if (token === 0) return;
+        const fresh = await this.reissue(p, token).catch(() => undefined);
+        if (fresh !== undefined && s.partitions.get(p) === token) s.partitions.set(p, fresh);
+      }),
+    );
+    if (!this.stopping && s.worker === undefined) this.spawn(s);
   }
 
   /**

@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CheckpointParts } from '../../rules/index.js';
 import { fairShares, planMoves } from '../../service/assignment.js';
@@ -124,6 +125,39 @@ describe('partition leases (real redis-server)', () => {
     );
     expect((await checkpoints.load(5))?.offset).toBe(12);
     expect(await checkpoints.loadControlSeqs(6)).toEqual([0, 0, 0, 0, 0, 0]);
+  });
+
+  it('reissue gives a held lease a new token, expiry kept; the old token can no longer renew or checkpoint', async () => {
+    const pre = prefix();
+    const checkpoints = new RedisCheckpointStore(redis.url, pre);
+    stores.push(checkpoints);
+    const a = await leaseStore(pre, 'a', 'i1', 5000);
+    const t1 = (await a.acquire(3)) ?? 0;
+    await checkpoints.save(3, parts(10), t1);
+    const raw = new Redis(redis.url);
+    const ttlBefore = await raw.pttl(`${pre}lease:3`);
+    const t2 = await a.reissue(3, t1);
+    expect(t2).toBe(t1 + 1);
+    const ttlAfter = await raw.pttl(`${pre}lease:3`);
+    expect(ttlAfter).toBeGreaterThan(0);
+    expect(ttlAfter).toBeLessThanOrEqual(ttlBefore);
+    await raw.quit();
+    expect((await a.holders(4))[3]).toEqual({ instanceId: 'a', incarnation: 'i1', token: t2 });
+    // A write the holder of the old token left on its way is refused, as is its renewal.
+    await expect(checkpoints.save(3, parts(20), t1)).rejects.toBeInstanceOf(CheckpointFencedError);
+    expect(await a.renew(3, t1)).toBe(false);
+    expect(await a.renew(3, t2 ?? 0)).toBe(true);
+    await checkpoints.save(3, parts(20), t2 ?? 0);
+    // Only the holder of the current token can reissue; a free lease cannot be reissued.
+    expect(await a.reissue(3, t1)).toBeUndefined();
+    const b = await leaseStore(pre, 'b', 'i1', 5000);
+    expect(await b.reissue(3, t2 ?? 0)).toBeUndefined();
+    expect(await a.reissue(9, 1)).toBeUndefined();
+    // The new token is above the stored checkpoint's, should the counter have been lost.
+    const raw2 = new Redis(redis.url);
+    await raw2.del(`${pre}lease:3:token`);
+    await raw2.quit();
+    expect(await a.reissue(3, t2 ?? 0)).toBe((t2 ?? 0) + 1);
   });
 
   it('a new token exceeds the one stored with the checkpoint, even if the counter was lost', async () => {

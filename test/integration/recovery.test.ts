@@ -81,12 +81,18 @@ describe('exact recovery (G3): kill -9 at random moments, restart, same alerts a
         }
       })();
       await new Promise((r) => setTimeout(r, 300));
+      const before = service.ownership?.leases() ?? new Map<number, number>();
       const terminatedAt = Date.now();
       await service.pool.terminate(0);
       await flowing;
       await service.whenReady(30_000);
       const restarted = service.pool.status()[0];
       expect(restarted?.restarts).toBe(1);
+      // Its partitions run under new fencing tokens: a late write of the dead thread is refused.
+      const after = service.ownership?.leases() ?? new Map<number, number>();
+      expect(restarted?.partitions.length).toBeGreaterThan(0);
+      for (const p of restarted?.partitions ?? [])
+        expect(after.get(p), `partition ${p}`).toBeGreaterThan(before.get(p) ?? Infinity);
       // /readyz says when each partition of the new thread began reading, and what its restore took.
       expect(restarted?.started.map((s) => s.partition)).toEqual(restarted?.partitions);
       for (const s of restarted?.started ?? []) {
