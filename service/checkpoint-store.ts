@@ -58,6 +58,22 @@ end
 local function hdel(key, from, to)
   for i = from, to, 500 do redis.call('HDEL', key, unpack(ARGV, i, math.min(i + 499, to))) end
 end
+-- What both scripts write last, from ARGV[a] on: the buffered-event chunks written and released
+-- (buffer hash), the lineage numbers given and let go (meta hash), then the meta. ARGV[c],
+-- ARGV[c + 1] and ARGV[c + 2] count the chunks written, the chunks released and the numbers
+-- given; the numbers let go are the rest.
+local function writeRest(buffer, meta, c, a, fence, offset)
+  local n = 2 * tonumber(ARGV[c])
+  hset(buffer, a, a + n - 1)
+  a = a + n
+  n = tonumber(ARGV[c + 1])
+  hdel(buffer, a, a + n - 1)
+  a = a + n
+  n = 2 * tonumber(ARGV[c + 2])
+  hset(meta, a, a + n - 1)
+  hdel(meta, a + n, #ARGV)
+  redis.call('HSET', meta, 'fence', fence, 'offset', offset, 'controlSeq', ARGV[3], 'meta', ARGV[4])
+end
 `;
 
 // One script, so the check and the write are one atomic step in Redis. The fencing token is
@@ -84,17 +100,7 @@ hset(KEYS[2], a, a + n - 1)
 a = a + n
 n = tonumber(ARGV[7])
 hdel(KEYS[2], a, a + n - 1)
-a = a + n
-n = 2 * tonumber(ARGV[8])
-hset(KEYS[4], a, a + n - 1)
-a = a + n
-n = tonumber(ARGV[9])
-hdel(KEYS[4], a, a + n - 1)
-a = a + n
-n = 2 * tonumber(ARGV[10])
-hset(KEYS[1], a, a + n - 1)
-hdel(KEYS[1], a + n, #ARGV)
-redis.call('HSET', KEYS[1], 'fence', fence, 'offset', offset, 'controlSeq', ARGV[3], 'meta', ARGV[4])
+writeRest(KEYS[4], KEYS[1], 8, a + n, fence, offset)
 return 'OK'
 `;
 
@@ -123,17 +129,7 @@ else
   for _, f in ipairs(redis.call('SMEMBERS', KEYS[4])) do redis.call('HDEL', KEYS[2], f) end
 end
 redis.call('DEL', KEYS[3], KEYS[4])
-local a = 9
-local n = 2 * tonumber(ARGV[6])
-hset(KEYS[6], a, a + n - 1)
-a = a + n
-n = tonumber(ARGV[7])
-hdel(KEYS[6], a, a + n - 1)
-a = a + n
-n = 2 * tonumber(ARGV[8])
-hset(KEYS[1], a, a + n - 1)
-hdel(KEYS[1], a + n, #ARGV)
-redis.call('HSET', KEYS[1], 'fence', fence, 'offset', offset, 'controlSeq', ARGV[3], 'meta', ARGV[4])
+writeRest(KEYS[6], KEYS[1], 6, 9, fence, offset)
 return 'OK'
 `;
 

@@ -36,12 +36,25 @@ export interface LeaseHolder {
 // checkpoint script reads: a write with an older token is refused by Redis itself.
 // Member entries are "<incarnation> <expires at ms, Redis clock>" in one hash.
 
+// The partition's next fencing token: the counter's next value, or one above the token stored
+// with the checkpoint should the counter have been lost (Redis restored from an older snapshot):
+// else every write of the new owner would be fenced.
+const LUA_NEXT_TOKEN = `
+local function nextToken(counter, checkpoint)
+  local token = redis.call('INCR', counter)
+  local stored = tonumber(redis.call('HGET', checkpoint, 'fence') or '0')
+  if token <= stored then
+    token = stored + 1
+    redis.call('SET', counter, token)
+  end
+  return token
+end
+`;
+
 // KEYS: lease, token counter, members, checkpoint meta hash. ARGV: instance, incarnation, ttl ms.
 // Returns the token, or nil when another instance holds the lease. A lease held by an older
 // incarnation of the same instance (a restarted process) is taken over at once, with a new token.
-// A new token is also above the one stored with the checkpoint, should the counter have been
-// lost (Redis restored from an older snapshot): else every write of the new owner would be fenced.
-const ACQUIRE = `
+const ACQUIRE = `${LUA_NEXT_TOKEN}
 local m = redis.call('HGET', KEYS[3], ARGV[1])
 if not m or string.match(m, '^(%S+)') ~= ARGV[2] then return redis.error_reply('VIGIL_REPLACED') end
 local v = redis.call('GET', KEYS[1])
@@ -53,29 +66,19 @@ if v then
     return tonumber(token)
   end
 end
-local token = redis.call('INCR', KEYS[2])
-local stored = tonumber(redis.call('HGET', KEYS[4], 'fence') or '0')
-if token <= stored then
-  token = stored + 1
-  redis.call('SET', KEYS[2], token)
-end
+local token = nextToken(KEYS[2], KEYS[4])
 redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. token, 'PX', ARGV[3])
 return token
 `;
 
 // KEYS: lease, token counter, checkpoint meta hash. ARGV: holder string, instance and
-// incarnation. The lease under a new token (above the stored checkpoint's, as in ACQUIRE), its
-// expiry unchanged; nil when it is not held so any more.
-const REISSUE = `
+// incarnation. The lease under a new token, its expiry unchanged; nil when it is not held so any
+// more.
+const REISSUE = `${LUA_NEXT_TOKEN}
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return false end
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl <= 0 then return false end
-local token = redis.call('INCR', KEYS[2])
-local stored = tonumber(redis.call('HGET', KEYS[3], 'fence') or '0')
-if token <= stored then
-  token = stored + 1
-  redis.call('SET', KEYS[2], token)
-end
+local token = nextToken(KEYS[2], KEYS[3])
 redis.call('SET', KEYS[1], ARGV[2] .. ' ' .. token, 'PX', ttl)
 return token
 `;

@@ -18,6 +18,7 @@ import type { KeyState } from '../../rules/cep/host.js';
 import { decodeKeyStatesText, encodeKeyStates } from '../../rules/key-state-json.js';
 import { LineageIndex } from '../../rules/lineage-index.js';
 import { eventGenerator, generateRules } from '../../bench/e2e-inputs.js';
+import { memoryStore, writeParts } from './harness.js';
 
 const decoder = new TextDecoder();
 
@@ -38,12 +39,7 @@ describe('checkpoint fields: equal windows written once', () => {
     const options = { partition: 0, outOfOrderMs: 100 };
     const whole = createPartition(rs, options);
     const expected = records.map((r) => processRecord(whole, r));
-    const store = {
-      meta: '',
-      fields: new Map<string, string>(),
-      buffered: new Map<string, string>(),
-      lineages: new Map<number, string>(),
-    };
+    const store = memoryStore();
     const live = createPartition(rs, options);
     const before: ProcessResult[] = [];
     let refs = 0;
@@ -52,19 +48,12 @@ describe('checkpoint fields: equal windows written once', () => {
       before.push(processRecord(live, r));
       if (r.seq % 97 !== 0) continue;
       const parts = checkpointParts(live);
-      for (const [f, v] of parts.upserts) {
-        store.fields.set(f, v);
+      for (const [, v] of parts.upserts)
         for (const e of (JSON.parse(v) as unknown[]).slice(1) as unknown[][]) {
           entries++;
           if (typeof e[1] === 'number') refs++;
         }
-      }
-      for (const f of parts.deletes) store.fields.delete(f);
-      for (const [f, v] of parts.buffered) store.buffered.set(f, v);
-      for (const f of parts.released) store.buffered.delete(f);
-      for (const [n, sid] of parts.lineages) store.lineages.set(n, sid);
-      for (const n of parts.lineagesRemoved) store.lineages.delete(n);
-      store.meta = parts.meta;
+      writeParts(store, parts);
     }
     // Many windows of a key are the same as another lineage's.
     expect(refs / entries).toBeGreaterThan(0.15);

@@ -17,7 +17,7 @@ import {
   type RuleSet,
   type StoredParts,
 } from '../../rules/index.js';
-import { Feed, ruleSetOf } from './harness.js';
+import { Feed, memoryStore, ruleSetOf, writeParts } from './harness.js';
 import { decodeKeyStatesText, keyStatesJSON } from '../../rules/key-state-json.js';
 
 const rules = [
@@ -303,27 +303,11 @@ describe('partition snapshot and restore', () => {
           const expected = records.map((r) => processRecord(whole, r));
           // A store as Redis would hold it: the last meta, a hash of keyed-state fields and one
           // of chunks of buffered events; like Redis, it refuses a checkpoint older than its own.
-          const store = {
-            offset: -1,
-            meta: '',
-            fields: new Map<string, string>(),
-            buffered: new Map<string, string>(),
-            lineages: new Map<number, string>(),
-          };
+          const store = { ...memoryStore(), offset: -1 };
           const apply = (parts: CheckpointParts): void => {
             if (parts.offset < store.offset) return;
-            for (const [n, sid] of parts.lineages) store.lineages.set(n, sid);
-            for (const n of parts.lineagesRemoved) store.lineages.delete(n);
             if (parts.lineagesRemoved.length > 0) lineagesLetGo++;
-            if (parts.full) {
-              store.fields.clear();
-              store.buffered.clear();
-            }
-            for (const [f, v] of parts.upserts) store.fields.set(f, v);
-            for (const f of parts.deletes) store.fields.delete(f);
-            for (const [f, v] of parts.buffered) store.buffered.set(f, v);
-            for (const f of parts.released) store.buffered.delete(f);
-            store.meta = parts.meta;
+            writeParts(store, parts);
             store.offset = parts.offset;
           };
           const live = createPartition(sets[0] as RuleSet, options);
@@ -415,21 +399,10 @@ describe('partition snapshot and restore', () => {
           const base = checkpointParts(v4Writer, true);
           const meta = JSON.parse(base.meta) as Record<string, unknown>;
           meta.format = 'vigil.partition.v4';
-          const store = {
-            meta: JSON.stringify(meta),
-            fields: new Map(base.upserts.map(([key, text]) => [key, asV4(text, v4Writer)])),
-            buffered: new Map(base.buffered),
-            lineages: new Map<number, string>(),
-          };
-          const apply = (parts: CheckpointParts): void => {
-            for (const [n, sid] of parts.lineages) store.lineages.set(n, sid);
-            for (const n of parts.lineagesRemoved) store.lineages.delete(n);
-            for (const [f, v] of parts.upserts) store.fields.set(f, v);
-            for (const f of parts.deletes) store.fields.delete(f);
-            for (const [f, v] of parts.buffered) store.buffered.set(f, v);
-            for (const f of parts.released) store.buffered.delete(f);
-            store.meta = parts.meta;
-          };
+          const store = memoryStore(JSON.stringify(meta));
+          for (const [key, text] of base.upserts) store.fields.set(key, asV4(text, v4Writer));
+          for (const [f, v] of base.buffered) store.buffered.set(f, v);
+          const apply = (parts: CheckpointParts): void => writeParts(store, parts);
           const restore = () =>
             restorePartitionParts(store, (seq) => bySeq.get(seq), { outOfOrderMs: 40 });
           const upgraded = restore();
