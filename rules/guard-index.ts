@@ -142,11 +142,13 @@ const COMPARISONS = {
  */
 export class GuardIndex {
   private readonly guarded: Uint8Array;
+  private readonly skip: Uint8Array;
   private readonly facts: readonly FactGuards[];
 
   /** `guards[i]`: the guards of position `i` (its rule is skipped when all are false). */
   constructor(guards: readonly (readonly Guard[] | undefined)[]) {
     this.guarded = new Uint8Array(guards.length);
+    this.skip = new Uint8Array(guards.length);
     const byFact = new Map<
       string,
       {
@@ -191,11 +193,15 @@ export class GuardIndex {
 
   /**
    * 1 at each position whose rule cannot match `event`, 0 elsewhere; undefined when no rule of
-   * the list has a guard. Only for events without hostile objects.
+   * the list has a guard. Only for events without hostile objects. The array is the index's own
+   * and is overwritten by the next call: read it before judging another event.
    */
   skipped(event: Readonly<Record<string, unknown>>): Uint8Array | undefined {
     if (this.facts.length === 0) return undefined;
-    const skip = this.guarded.slice();
+    // One array for every call: judging an event is synchronous and reads it before the next
+    // event asks, and a fresh typed array per event was ~2% of the rules core's time.
+    const skip = this.skip;
+    skip.set(this.guarded);
     for (const f of this.facts) {
       // As the compiled leaf reads it: the fact is not on Object.prototype.
       const a = event[f.fact];
