@@ -267,12 +267,13 @@ function deleteKeyState(st: PartitionState, sid: string, key: string): void {
 /** Drops a whole lineage, marking each of its keys for rewriting at the next checkpoint. */
 function dropLineage(st: PartitionState, sid: string): void {
   // Restored keys that may hold the lineage are decoded first: in the text, a lineage is its
-  // quoted id (v4) or an entry opening with its number (v5; a window's timestamps can look
-  // alike, and decoding a key that does not hold the lineage changes nothing).
+  // quoted id (v4) or an entry opening with its number (v5: `,[n,`, each entry following the
+  // base or another entry; a state's nested lists can look alike, and decoding a key that does
+  // not hold the lineage changes nothing).
   if (st.raw.size > 0) {
     const quoted = `"${sid}"`;
     const n = st.lineageIndex.peek(sid);
-    const numbered = n === undefined ? undefined : `[${n},`;
+    const numbered = n === undefined ? undefined : `,[${n},`;
     const holding: string[] = [];
     for (const [key, text] of st.raw)
       if (text.includes(quoted) || (numbered !== undefined && text.includes(numbered)))
