@@ -43,8 +43,10 @@ export async function jetStreamPartitionSource(
       : { deliver_policy: DeliverPolicy.All }),
   });
   const messages: ConsumerMessages = await consumer.consume({ max_messages: 2000 });
+  let read = false;
   return {
     async *[Symbol.asyncIterator]() {
+      read = true;
       for await (const m of messages) {
         yield {
           seq: m.seq,
@@ -56,7 +58,16 @@ export async function jetStreamPartitionSource(
       }
     },
     async stop() {
-      await messages.close();
+      const closed = messages.close();
+      // close() resolves once the iterator has handed out what it holds: a source no one reads
+      // (a partition abandoned while it opened) would wait forever, its consumer still pulling.
+      if (!read) {
+        read = true;
+        void (async () => {
+          for await (const _ of messages);
+        })().catch(() => undefined);
+      }
+      await closed;
     },
   };
 }

@@ -6,7 +6,12 @@ import {
   type StoredCheckpoint,
 } from '../../service/checkpoint-store.js';
 import { CheckpointLoader, type LoadedCheckpoint } from '../../service/checkpointer.js';
-import { ensureStreams, eventSubject, partitionOf } from '../../service/index.js';
+import {
+  ensureStreams,
+  eventSubject,
+  jetStreamPartitionSource,
+  partitionOf,
+} from '../../service/index.js';
 import { openPartition, type RestoredPartition } from '../../service/partition-open.js';
 import { startTestServers, type TestServers } from './servers.js';
 
@@ -113,5 +118,18 @@ describe('openPartition (real nats-server and redis-server)', () => {
     await store.save(PART, parts(at), 0);
     // From the stale offset the first record would be seqs[3].
     expect(await firstSeq(new StaleOffsetStore(store, stale))).toBe(seqs[9]);
+  });
+
+  it('stops a source no one has read (a partition abandoned while it opened)', async () => {
+    for (const from of [1, (seqs[seqs.length - 1] as number) + 1]) {
+      const source = await jetStreamPartitionSource(servers.js, PART, from);
+      // Let its consumer pull what it can.
+      await new Promise((r) => setTimeout(r, 200));
+      const stopped = await Promise.race([
+        source.stop().then(() => 'stopped'),
+        new Promise((r) => setTimeout(() => r('still waiting after 5 s'), 5000)),
+      ]);
+      expect({ from, stopped }).toEqual({ from, stopped: 'stopped' });
+    }
   });
 });
