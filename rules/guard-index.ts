@@ -199,7 +199,7 @@ export class GuardIndex {
   skipped(event: Readonly<Record<string, unknown>>): Uint8Array | undefined {
     if (this.facts.length === 0) return undefined;
     // One array for every call: judging an event is synchronous and reads it before the next
-    // event asks, and a fresh typed array per event was ~2% of the rules core's time.
+    // event asks. A fresh typed array per event was ~100 ns of the call's ~500 on the bench's events.
     const skip = this.skip;
     skip.set(this.guarded);
     for (const f of this.facts) {
