@@ -50,9 +50,9 @@ export class LineageIndex {
     return this.names.get(n);
   }
 
-  /** The number the lineage has, without giving one. */
-  peek(sid: string): number | undefined {
-    return this.ids.get(sid);
+  /** `,[<n>,` when the lineage has a number, without giving one: how its entries open in a field. */
+  openingOf(sid: string): string | undefined {
+    return this.prefixes.get(sid);
   }
 
   /** Lets the lineage's number go (its lineage was dropped); the next checkpoint deletes it. */

@@ -272,8 +272,7 @@ function dropLineage(st: PartitionState, sid: string): void {
   // not hold the lineage changes nothing).
   if (st.raw.size > 0) {
     const quoted = `"${sid}"`;
-    const n = st.lineageIndex.peek(sid);
-    const numbered = n === undefined ? undefined : `,[${n},`;
+    const numbered = st.lineageIndex.openingOf(sid);
     const holding: string[] = [];
     for (const [key, text] of st.raw)
       if (text.includes(quoted) || (numbered !== undefined && text.includes(numbered)))
