@@ -6,6 +6,7 @@ import {
   type SlidingState,
   type TumblingState,
 } from './cep/threshold.js';
+import { fitsSmallWindow, smallWindow, type SmallWindow } from './cep/small-window.js';
 import { SnapshotError } from './errors.js';
 import type { LineageIndex } from './lineage-index.js';
 import type { EventRef } from './types.js';
@@ -26,7 +27,10 @@ const enc = (x: number): number | string => (Number.isFinite(x) ? x : String(x))
 const dec = (x: unknown): number => (typeof x === 'string' ? Number(x) : (x as number));
 
 export function opToJSON(op: unknown): unknown {
-  const s = op as SlidingState | TumblingState | SequenceState | undefined;
+  const s = op as SlidingState | SmallWindow | TumblingState | SequenceState | undefined;
+  // A small window is written as the mutable window holding the same entries.
+  if (s?.k === 'w')
+    return { k: 's', sums: s.sums, t: [...s.t], v: [...s.v], f: s.f, mn: [], mx: [], d: null };
   if (s?.k === 's') {
     // Stored compacted (head at 0). The two-stack sums are not stored: restore recomputes them
     // from the values in the same order, which gives the very same numbers (non-finite ones too).
@@ -62,6 +66,16 @@ export function opFromJSON(op: unknown, base: number): unknown {
     if (base !== 0) for (let i = 0; i < t.length; i++) t[i] = (t[i] as number) + base;
     const v = orNone((s.v ?? NO_ENTRIES) as unknown[]);
     const d = (s.d ?? null) as [string, number][] | null;
+    const f = s.f ?? 0;
+    const mn = (s.mn ?? NO_ENTRIES) as number[];
+    const mx = (s.mx ?? NO_ENTRIES) as number[];
+    if (
+      mn.length === 0 &&
+      mx.length === 0 &&
+      (d === null || d.length === 0) &&
+      fitsSmallWindow(t, v, s.sums === true, f)
+    )
+      return smallWindow(t, v as number[], s.sums === true, f as number);
     const state: SlidingState = {
       k: 's',
       h: 0,
@@ -117,9 +131,9 @@ export function keyStatesJSON(byLineage: ReadonlyMap<string, KeyState>): Lineage
 function fieldBase(byLineage: ReadonlyMap<string, KeyState>): number {
   let base: number | undefined;
   for (const ks of byLineage.values()) {
-    const s = ks.op as SlidingState | undefined;
-    if (s?.k !== 's') continue;
-    for (let i = s.h; i < s.t.length; i++) {
+    const s = ks.op as SlidingState | SmallWindow | undefined;
+    if (s?.k !== 's' && s?.k !== 'w') continue;
+    for (let i = s.k === 's' ? s.h : 0; i < s.t.length; i++) {
       const t = s.t[i] as number;
       base ??= t;
       // Safe integers of opposite signs can be more than 2^53 apart.
@@ -149,24 +163,28 @@ export function encodeKeyStates(
   // The distinct plain windows written so far (a few), and their positions as text. Appended
   // piece by piece: a long string grows by a cons per piece, where a short sum of pieces would
   // first be copied into a new string.
-  const written: SlidingState[] = [];
+  const written: (SlidingState | SmallWindow)[] = [];
   const writtenAt: string[] = [];
   let at = 0;
   for (const [sid, ks] of byLineage) {
     at++;
     out += index.entryPrefix(sid);
     let op: string | undefined;
-    const s = ks.op as SlidingState | undefined;
+    const s = ks.op as SlidingState | SmallWindow | undefined;
     if (
-      s?.k === 's' &&
-      s.mn.length === 0 &&
-      s.mx.length === 0 &&
-      !(s.d !== undefined && s.d.size > 0)
+      s?.k === 'w' ||
+      (s?.k === 's' &&
+        s.mn.length === 0 &&
+        s.mx.length === 0 &&
+        !(s.d !== undefined && s.d.size > 0))
     ) {
       // A window equal to a plain one is plain too: only a new candidate's values are checked.
+      // Small windows are shared between the lineages that made the same changes: the same
+      // object is the same text.
       for (let j = 0; j < written.length && op === undefined; j++)
-        if (sameWindow(s, written[j] as SlidingState)) op = writtenAt[j];
-      if (op === undefined && written.length < 4 && finiteWindow(s)) {
+        if (s === written[j] || sameWindow(s, written[j] as SlidingState | SmallWindow))
+          op = writtenAt[j];
+      if (op === undefined && written.length < 4 && (s.k === 'w' || finiteWindow(s))) {
         written.push(s);
         writtenAt.push(String(at));
       }
@@ -191,25 +209,35 @@ function finiteWindow(s: SlidingState): boolean {
 }
 
 /** Whether two plain windows of one key write the same text. */
-function sameWindow(a: SlidingState, b: SlidingState): boolean {
-  const n = a.t.length - a.h;
-  const nv = Math.max(0, a.v.length - a.h);
+function sameWindow(a: SlidingState | SmallWindow, b: SlidingState | SmallWindow): boolean {
+  const ah = a.k === 's' ? a.h : 0;
+  const bh = b.k === 's' ? b.h : 0;
+  const n = a.t.length - ah;
+  const nv = Math.max(0, a.v.length - ah);
   if (
     a.sums !== b.sums ||
-    n !== b.t.length - b.h ||
-    nv !== Math.max(0, b.v.length - b.h) ||
-    Math.max(0, a.f - a.h) !== Math.max(0, b.f - b.h)
+    n !== b.t.length - bh ||
+    nv !== Math.max(0, b.v.length - bh) ||
+    Math.max(0, a.f - ah) !== Math.max(0, b.f - bh)
   )
     return false;
-  for (let i = 0; i < n; i++) if (a.t[a.h + i] !== b.t[b.h + i]) return false;
-  for (let i = 0; i < nv; i++) if (a.v[a.h + i] !== b.v[b.h + i]) return false;
+  for (let i = 0; i < n; i++) if (a.t[ah + i] !== b.t[bh + i]) return false;
+  for (let i = 0; i < nv; i++) if (a.v[ah + i] !== b.v[bh + i]) return false;
   return true;
 }
 
 function opText(op: unknown, base: number): string {
   if (op === undefined) return 'null';
-  const s = op as SlidingState;
-  if (s.k !== 's') return JSON.stringify(opToJSON(op)) ?? 'null';
+  const s = op as SlidingState | SmallWindow;
+  if (s.k !== 's' && s.k !== 'w') return JSON.stringify(opToJSON(op)) ?? 'null';
+  if (s.k === 'w') {
+    // Finite numbers only (fitsSmallWindow, or made from events): the mutable window's text.
+    let out = '{"k":"s","t":' + (numberList(s.t, 0, base) as string);
+    if (s.sums) out += ',"sums":true';
+    if (s.v.length > 0) out += ',"v":' + (numberList(s.v, 0, 0) as string);
+    if (s.f > 0) out += ',"f":' + s.f;
+    return out + '}';
+  }
   const h = s.h;
   const t = numberList(s.t, h, base);
   // A timestamp that is not finite (possible only through the API): as v2 wrote it (base is 0).
@@ -270,13 +298,14 @@ export function decodeKeyStates(
     } else [sid, sup, json] = entry as LineageStateJSON;
     let op: unknown;
     if (typeof json === 'number') {
-      // v4: the same window as an earlier entry's, a copy of its own.
-      const earlier = ops[json - 1] as SlidingState | undefined;
-      if (!Number.isInteger(json) || json < 1 || earlier?.k !== 's')
+      // v4: the same window as an earlier entry's: a copy of its own, or the same small window
+      // (a value, shared as the lineages that made it shared it).
+      const earlier = ops[json - 1] as SlidingState | SmallWindow | undefined;
+      if (!Number.isInteger(json) || json < 1 || (earlier?.k !== 's' && earlier?.k !== 'w'))
         throw new SnapshotError(
           `keyed state of "${key}": lineage ${sid} refers to entry ${json}, which holds no window`,
         );
-      op = copyWindow(earlier);
+      op = earlier.k === 'w' ? earlier : copyWindow(earlier);
     } else op = opFromJSON(json, base);
     ops.push(op);
     byLineage.set(sid, newKeyState(typeof sup === 'number' ? sup : undefined, op));

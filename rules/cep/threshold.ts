@@ -1,6 +1,15 @@
 import type { CompiledRule, CompiledThreshold } from '../compile-rule.js';
 import type { EventRef } from '../types.js';
 import { titleFields, type KeyState, type OperatorEvent, type OperatorHost } from './host.js';
+import {
+  appendSmall,
+  entriesBefore,
+  NO_ENTRIES,
+  smallWindowMax,
+  type SmallWindow,
+} from './small-window.js';
+
+export { NO_ENTRIES } from './small-window.js';
 
 /**
  * Sliding look-back window `[t − window, t]`, evaluated at every event. Entries are kept in
@@ -83,14 +92,6 @@ function readValue(
 }
 
 /**
- * The one empty array every window shares while an array of it is empty (values for `count`, the
- * deques for all but `min`/`max`, suffix sums until the first rebuild): a partition holds
- * millions of windows, and four empty arrays each were a quarter of their memory. Frozen, so a
- * write to it fails loudly instead of reaching every window; {@link append} replaces it first.
- */
-export const NO_ENTRIES: never[] = Object.freeze([]) as unknown as never[];
-
-/**
  * Appends `x`, starting an empty array afresh as `[x]`. Most windows of a partition hold a single
  * entry (most keys are seen rarely), and V8 gives an empty array room for 17 elements on its
  * first push: a one-element literal takes 56 bytes where that takes 184. Larger windows then grow
@@ -103,8 +104,36 @@ function append<T>(a: T[], x: T): T[] {
   return a;
 }
 
+/**
+ * A small window as the mutable window that holds the same entries (empty arrays share
+ * {@link NO_ENTRIES}, as new windows' do): the same sums, the same text in a checkpoint.
+ */
+export function toSliding(w: SmallWindow): SlidingState {
+  const s: SlidingState = {
+    k: 's',
+    h: 0,
+    t: w.t.length === 0 ? NO_ENTRIES : w.t.slice(),
+    v: w.v.length === 0 ? NO_ENTRIES : w.v.slice(),
+    sums: w.sums,
+    f: w.f,
+    fs: NO_ENTRIES,
+    fs0: 0,
+    bs: 0,
+    mn: NO_ENTRIES,
+    mx: NO_ENTRIES,
+    d: undefined,
+  };
+  if (s.sums) {
+    rebuildFront(s, s.f);
+    for (let i = s.f; i < s.v.length; i++) s.bs += s.v[i] as number;
+  }
+  return s;
+}
+
 function sliding(ks: KeyState, p: CompiledThreshold): SlidingState {
-  if ((ks.op as SlidingState | undefined)?.k !== 's')
+  const op = ks.op as SlidingState | SmallWindow | undefined;
+  if (op?.k === 'w') ks.op = toSliding(op);
+  else if (op?.k !== 's')
     ks.op = {
       k: 's',
       h: 0,
@@ -188,6 +217,43 @@ function slidingAggregate(s: SlidingState, p: CompiledThreshold): number {
   }
 }
 
+/** Whether the rule's sliding windows may be small windows (see `small-window.ts`). */
+function smallAggregate(p: CompiledThreshold): boolean {
+  return p.aggregate === 'count' || p.aggregate === 'sum' || p.aggregate === 'avg';
+}
+
+function onSmall(
+  rule: CompiledRule,
+  p: CompiledThreshold,
+  ks: KeyState,
+  prior: SmallWindow | undefined,
+  e: OperatorEvent,
+  value: unknown,
+  host: OperatorHost,
+): void {
+  const ts = e.ref.ts;
+  const from = ts - p.windowMs;
+  const sums = p.aggregate !== 'count';
+  const byTime = entriesBefore(prior, from);
+  const held = (prior?.t.length ?? 0) + 1 - byTime;
+  const overLimit = Math.max(0, held - host.limits.maxWindowEntriesPerKey);
+  const w = appendSmall(e.ref, prior, sums, ts, sums ? (value as number) : 0, byTime + overLimit);
+  ks.op = w;
+  if (overLimit > 0) host.overflow(rule, e.key, overLimit, 'maxWindowEntriesPerKey');
+  const n = w.t.length;
+  const agg = p.aggregate === 'count' ? n : p.aggregate === 'sum' ? w.sum : w.sum / n;
+  if (p.compare(agg)) {
+    host.alert(rule, ks, {
+      key: e.key,
+      ts,
+      events: [e.ref],
+      values: { [p.aggregate]: agg, count: n, windowStart: from, windowEnd: ts },
+      idParts: `s|${e.ref.seq}`,
+      fields: titleFields(rule, e.event),
+    });
+  }
+}
+
 function onSliding(
   rule: CompiledRule,
   p: CompiledThreshold,
@@ -196,6 +262,15 @@ function onSliding(
   value: unknown,
   host: OperatorHost,
 ): void {
+  const op = ks.op as SlidingState | SmallWindow | undefined;
+  if (
+    (op === undefined || (op.k === 'w' && op.t.length < smallWindowMax())) &&
+    smallAggregate(p) &&
+    smallWindowMax() > 0
+  ) {
+    onSmall(rule, p, ks, op, e, value, host);
+    return;
+  }
   const s = sliding(ks, p);
   const ts = e.ref.ts;
   const i = s.t.length;
@@ -373,6 +448,6 @@ export function thresholdTimer(
 
 /** True when the key state holds nothing worth keeping. */
 export function thresholdIdle(ks: KeyState): boolean {
-  const s = ks.op as SlidingState | TumblingState | undefined;
-  return s === undefined || (s.k === 's' && s.h >= s.t.length);
+  const s = ks.op as SlidingState | SmallWindow | TumblingState | undefined;
+  return s === undefined || (s.k === 's' && s.h >= s.t.length) || (s.k === 'w' && s.t.length === 0);
 }

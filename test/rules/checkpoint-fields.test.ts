@@ -14,6 +14,7 @@ import {
   type ProcessResult,
 } from '../../rules/index.js';
 import type { SlidingState } from '../../rules/cep/threshold.js';
+import { SMALL_WINDOW_MAX, type SmallWindow } from '../../rules/cep/small-window.js';
 import type { KeyState } from '../../rules/cep/host.js';
 import { decodeKeyStatesText, encodeKeyStates } from '../../rules/key-state-json.js';
 import { LineageIndex } from '../../rules/lineage-index.js';
@@ -23,7 +24,7 @@ import { memoryStore, writeParts } from './harness.js';
 const decoder = new TextDecoder();
 
 describe('checkpoint fields: equal windows written once', () => {
-  it('a key whose rules met the same events writes each window once, and restores copies of their own', () => {
+  it('a key whose rules met the same events writes each window once, and restores mutable windows as copies of their own', () => {
     const applied = applyControl(
       emptyRuleSet(),
       { op: 'replace-all', rules: generateRules(200, 3) },
@@ -66,7 +67,8 @@ describe('checkpoint fields: equal windows written once', () => {
     expect(decoder.decode(snapshotPartition(restored))).toBe(
       decoder.decode(snapshotPartition(whole)),
     );
-    // Each restored window is its own: no array is shared between two lineages' windows.
+    // Each restored mutable window is its own: no array is shared between two lineages' windows
+    // (small windows are immutable values, shared as the live partition shares them).
     const restoredAgain = restorePartitionParts(store, () => rs, options);
     expect(keyedStateCount(restoredAgain)).toBeGreaterThan(0);
     expectNoSharedArrays(restoredAgain);
@@ -157,11 +159,23 @@ describe('checkpoint fields: equal windows written once', () => {
     expect(() =>
       decodeKeyStatesText('k3', '[0,["a@1",null,{"k":"s","t":[0]}],["b@1",null,1.5]]'),
     ).toThrow(/refers to entry 1.5/);
+    // A small window is a value: the entry that refers to it holds the same one.
     const ok = decodeKeyStatesText('k4', '[10,["a@1",null,{"k":"s","t":[0,2]}],["b@1",5,1]]');
-    const [a, b] = [...ok.values()].map((ks) => ks.op as SlidingState);
+    const [a, b] = [...ok.values()].map((ks) => ks.op as SmallWindow);
+    expect(b?.k).toBe('w');
     expect(b?.t).toEqual([10, 12]);
-    expect(b?.t).not.toBe(a?.t);
+    expect(b).toBe(a);
     expect(ok.get('b@1')?.sup).toBe(5);
+    // A larger window is mutable: a copy of its own.
+    const t = Array.from({ length: SMALL_WINDOW_MAX + 1 }, (_, i) => i);
+    const big = decodeKeyStatesText(
+      'k5',
+      `[10,["a@1",null,{"k":"s","t":${JSON.stringify(t)}}],["b@1",null,1]]`,
+    );
+    const [c, d] = [...big.values()].map((ks) => ks.op as SlidingState);
+    expect(d?.k).toBe('s');
+    expect(d?.t).toEqual(t.map((x) => x + 10));
+    expect(d?.t).not.toBe(c?.t);
   });
 });
 
