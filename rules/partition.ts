@@ -18,9 +18,9 @@ import { LineageIndex } from './lineage-index.js';
 import { DEFAULT_LIMITS, type RuleLimits } from './limits.js';
 import type { RuleSet } from './rule-set.js';
 import type { Alert, EventRef } from './types.js';
-import { EXPECTED, keyOf, LazyContext, ruleVerdict, TRIGGER, type Hit } from './verdict.js';
+import { EXPECTED, Hits, keyOf, LazyContext, ruleVerdict, TRIGGER } from './verdict.js';
 
-export type { Hit } from './verdict.js';
+export { Hits, type Hit } from './verdict.js';
 
 /** One record of a partition's log, in log order. */
 export type PartitionRecord =
@@ -100,7 +100,7 @@ export interface Buffered {
   /** Whether the event holds a hostile object, as parsing found: operators need not look again. */
   readonly hostile: boolean;
   readonly ruleSet: RuleSet;
-  readonly hits: readonly Hit[];
+  readonly hits: Hits;
 }
 
 export interface Timer {
@@ -197,17 +197,34 @@ export function createPartition(ruleSet: RuleSet, options: PartitionOptions): Pa
   };
 }
 
+/**
+ * The empty list every result starts with: most records produce nothing, and six fresh arrays per
+ * record were a good part of what the young generation collected. Frozen, so a consumer that
+ * writes to a result's list fails loudly; {@link add} replaces it first.
+ */
+const NONE: never[] = Object.freeze([]) as unknown as never[];
+
+type Lists = 'alerts' | 'late' | 'invalid' | 'errors' | 'overflows' | 'matched';
+type MutableResult = { -readonly [K in keyof ProcessResult]: ProcessResult[K] };
+
 function newResult(): ProcessResult {
   return {
-    alerts: [],
-    late: [],
-    invalid: [],
-    errors: [],
-    overflows: [],
-    matched: [],
+    alerts: NONE,
+    late: NONE,
+    invalid: NONE,
+    errors: NONE,
+    overflows: NONE,
+    matched: NONE,
     suppressed: 0,
     applied: undefined,
   };
+}
+
+/** Appends to one of a result's lists, giving it an array of its own first. */
+function add<K extends Lists>(out: ProcessResult, list: K, x: ProcessResult[K][number]): void {
+  const a = out[list] as unknown[];
+  if (a === NONE) (out as MutableResult)[list] = [x] as MutableResult[K];
+  else a.push(x);
 }
 
 /** Decodes a key restored from a checkpoint into `states` (see `PartitionState.raw`). */
@@ -241,16 +258,29 @@ export function decodeAllKeys(st: PartitionState): void {
   for (const key of [...st.raw.keys()]) decodeRaw(st, key);
 }
 
+/**
+ * The key whose states the hits of the event being released last looked up, and its lineages:
+ * an event of a busy type meets dozens of rules, nearly all under its record's key, so the key is
+ * looked up (and marked dirty) once per event instead of once per rule. Set and cleared by
+ * {@link release} around one event's hits; cleared when the key's map leaves the partition.
+ */
+let hitKey: string | undefined;
+let hitStates: Map<string, KeyState> | undefined;
+
 function keyState(st: PartitionState, rule: CompiledRule, key: string): KeyState {
-  let byLineage = statesOf(st, key);
-  if (byLineage === undefined) st.states.set(key, (byLineage = new Map()));
+  let byLineage: Map<string, KeyState> | undefined;
+  if (key === hitKey) byLineage = hitStates as Map<string, KeyState>;
+  else {
+    byLineage = statesOf(st, key);
+    if (byLineage === undefined) st.states.set(key, (byLineage = new Map()));
+    // Whoever asks for a key's state may change it.
+    st.dirty.add(key);
+  }
   let ks = byLineage.get(rule.sid);
   if (ks === undefined) {
     byLineage.set(rule.sid, (ks = newKeyState()));
     st.lineageKeys.set(rule.sid, (st.lineageKeys.get(rule.sid) ?? 0) + 1);
   }
-  // Whoever asks for a key's state may change it.
-  st.dirty.add(key);
   return ks;
 }
 
@@ -258,7 +288,10 @@ function keyState(st: PartitionState, rule: CompiledRule, key: string): KeyState
 function deleteKeyState(st: PartitionState, sid: string, key: string): void {
   const byLineage = statesOf(st, key);
   if (byLineage === undefined || !byLineage.delete(sid)) return;
-  if (byLineage.size === 0) st.states.delete(key);
+  if (byLineage.size === 0) {
+    st.states.delete(key);
+    if (key === hitKey) hitKey = hitStates = undefined;
+  }
   const n = (st.lineageKeys.get(sid) ?? 1) - 1;
   if (n > 0) st.lineageKeys.set(sid, n);
   else st.lineageKeys.delete(sid);
@@ -341,7 +374,7 @@ function host(st: PartitionState): Host {
             : Object.hasOwn(a.fields, name)
               ? a.fields[name]
               : undefined;
-      h.out.alerts.push({
+      add(h.out, 'alerts', {
         // Partition and state epoch make the cause unique even for key- and window-based alerts.
         id: alertId(rule.id, rule.version, `${st.partition}|${rule.stateEpoch}|${a.idParts}`),
         ruleId: rule.id,
@@ -356,7 +389,7 @@ function host(st: PartitionState): Host {
       });
     },
     error(rule, e, message, cause) {
-      h.out.errors.push({
+      add(h.out, 'errors', {
         seq: e.ref.seq,
         ruleId: rule.id,
         error: new RuleEvaluationError(rule.id, cause ?? new Error(message)),
@@ -364,7 +397,7 @@ function host(st: PartitionState): Host {
       });
     },
     overflow(rule, key, dropped, limit) {
-      h.out.overflows.push({ ruleId: rule.id, key, dropped, limit });
+      add(h.out, 'overflows', { ruleId: rule.id, key, dropped, limit });
     },
   };
   return h;
@@ -397,20 +430,19 @@ function onEvent(
 ): void {
   const parsed = parseEvent(rec.data, rec.publishTs, st.limits);
   if (!parsed.ok) {
-    out.invalid.push({ seq: rec.seq, reason: parsed.reason, message: parsed.message });
+    add(out, 'invalid', { seq: rec.seq, reason: parsed.reason, message: parsed.message });
     return;
   }
   const { event, type, ts, id, hostile } = parsed;
   if (ts <= st.watermark) {
-    out.late.push({ seq: rec.seq, ts, watermark: st.watermark });
+    add(out, 'late', { seq: rec.seq, ts, watermark: st.watermark });
     return;
   }
   const rs = st.ruleSet;
-  const ref: EventRef = Object.freeze(
-    id === undefined ? { seq: rec.seq, ts } : { seq: rec.seq, id, ts },
-  );
+  // Made when a rule without a pattern fires (rare); a buffered event gets its own when released.
+  let ref: EventRef | undefined;
   const lc = new LazyContext(event, rs, hostile);
-  let hits: Hit[] | undefined;
+  let hits: Hits | undefined;
   const rules = rs.rulesFor(type);
   // A hostile event is judged exhaustively, where a rule skipped on its guard could have thrown.
   const skipped = hostile ? undefined : rs.guardsFor(type).skipped(event);
@@ -423,7 +455,7 @@ function onEvent(
     try {
       v = ruleVerdict(rule, type, lc);
     } catch (err) {
-      out.errors.push({
+      add(out, 'errors', {
         seq: rec.seq,
         ruleId: rule.id,
         error: new RuleEvaluationError(rule.id, err),
@@ -432,20 +464,24 @@ function onEvent(
       continue;
     }
     const trigger = (v & TRIGGER) !== 0;
-    if (trigger) out.matched.push(rule.id);
+    if (trigger) add(out, 'matched', rule.id);
     if (rule.pattern === undefined) {
       if (!trigger) continue;
       const ks = rule.suppressForMs > 0 ? keyState(st, rule, key) : newKeyState();
       h.alert(rule, ks, {
         key,
         ts,
-        events: [ref],
+        events: [
+          (ref ??= Object.freeze(
+            id === undefined ? { seq: rec.seq, ts } : { seq: rec.seq, id, ts },
+          )),
+        ],
         values: {},
         idParts: `e|${rec.seq}`,
         fields: event,
       });
     } else if (v !== 0) {
-      (hits ??= []).push({ rule, key, trigger, expected: (v & EXPECTED) !== 0 });
+      (hits ??= new Hits(rec.key)).add(rule, key, v);
     }
   }
   if (hits !== undefined) {
@@ -496,7 +532,21 @@ function release(st: PartitionState, h: OperatorHost): void {
       trigger: false,
       expected: false,
     };
-    for (const hit of b.hits) applyHit(st, e, hit, h);
+    const hits = b.hits;
+    try {
+      for (let i = 0; i < hits.length; i++) {
+        const key = hits.keyAt(i);
+        applyHit(st, e, hits.rules[i] as CompiledRule, key, hits.bitsAt(i), h);
+        if (key !== hitKey) {
+          hitKey = key;
+          hitStates = st.states.get(key);
+          if (hitStates === undefined) hitKey = undefined;
+        }
+      }
+    } finally {
+      // The cache is this event's only: another partition may hold the same key.
+      hitKey = hitStates = undefined;
+    }
     untag(st, b);
   }
   fireTimers(st, st.watermark, h);
@@ -505,8 +555,8 @@ function release(st: PartitionState, h: OperatorHost): void {
 /** Counts a buffered event's rule set and lineages as in use. */
 export function tag(st: PartitionState, b: Buffered): void {
   st.tags.set(b.ruleSet, (st.tags.get(b.ruleSet) ?? 0) + 1);
-  for (const hit of b.hits) {
-    const sid = hit.rule.sid;
+  for (const rule of b.hits.rules) {
+    const sid = rule.sid;
     st.hitCounts.set(sid, (st.hitCounts.get(sid) ?? 0) + 1);
   }
 }
@@ -516,8 +566,8 @@ function untag(st: PartitionState, b: Buffered): void {
   const left = (st.tags.get(b.ruleSet) ?? 1) - 1;
   if (left > 0) st.tags.set(b.ruleSet, left);
   else st.tags.delete(b.ruleSet);
-  for (const hit of b.hits) {
-    const sid = hit.rule.sid;
+  for (const rule of b.hits.rules) {
+    const sid = rule.sid;
     const n = (st.hitCounts.get(sid) ?? 1) - 1;
     if (n > 0) st.hitCounts.set(sid, n);
     else {
@@ -529,19 +579,26 @@ function untag(st: PartitionState, b: Buffered): void {
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
-function applyHit(st: PartitionState, e: Mutable<OperatorEvent>, hit: Hit, h: OperatorHost): void {
-  const rule = hit.rule;
-  const ks = keyState(st, rule, hit.key);
-  e.key = hit.key;
-  e.trigger = hit.trigger;
-  e.expected = hit.expected;
+function applyHit(
+  st: PartitionState,
+  e: Mutable<OperatorEvent>,
+  rule: CompiledRule,
+  key: string,
+  bits: number,
+  h: OperatorHost,
+): void {
+  const ks = keyState(st, rule, key);
+  const trigger = (bits & TRIGGER) !== 0;
+  e.key = key;
+  e.trigger = trigger;
+  e.expected = (bits & EXPECTED) !== 0;
   const p = rule.pattern;
   if (p?.kind === 'threshold') {
-    if (hit.trigger) thresholdEvent(rule, p, ks, e, h);
+    if (trigger) thresholdEvent(rule, p, ks, e, h);
   } else if (p?.kind === 'sequence') {
-    if (hit.trigger) sequenceEvent(rule, p, ks, e, h);
+    if (trigger) sequenceEvent(rule, p, ks, e, h);
   } else if (p?.kind === 'absence') absenceEvent(rule, p, ks, e, h);
-  dropIfIdle(st, rule, hit.key, ks);
+  dropIfIdle(st, rule, key, ks);
 }
 
 /** The newest rule version that writes to a lineage: the current rule set first, then older ones still in use. */

@@ -7,12 +7,11 @@ import {
   putKeyStates,
   tag,
   type Buffered,
-  type Hit,
   type PartitionOptions,
   type PartitionState,
 } from './partition.js';
 import type { RuleSet } from './rule-set.js';
-import { bufferedHits } from './verdict.js';
+import { bufferedHits, EXPECTED, Hits, TRIGGER } from './verdict.js';
 
 // v5 (checkpoint metas): keyed-state fields name lineages by number, and the store keeps the
 // numbers beside the meta (see LineageIndex); v4 fields (lineage ids) are still read.
@@ -79,7 +78,7 @@ export function bufferedText(b: Buffered, canonical: boolean): string {
   // Restored from v2, an event's record key is not known: its hits are written.
   const keyOrHits: BufferedJSON[5] =
     (canonical ? undefined : b.key) ??
-    b.hits.map((x): HitJSON => [x.rule.id, x.key, x.trigger ? 1 : 0, x.expected ? 1 : 0]);
+    b.hits.toArray().map((x): HitJSON => [x.rule.id, x.key, x.trigger ? 1 : 0, x.expected ? 1 : 0]);
   return (
     '[' +
     b.ts +
@@ -198,17 +197,19 @@ export function restoreMeta(
     const event = e as Record<string, unknown>;
     const hostile = hasHostileObject(event);
     const key = typeof keyOrHits === 'string' ? keyOrHits : undefined;
-    const hits: Hit[] =
-      typeof keyOrHits === 'string'
-        ? bufferedHits(rs, event, keyOrHits, hostile)
-        : keyOrHits.map(([ruleId, hitKey, trigger, expected]) => {
-            const rule = rs.rules.get(ruleId);
-            if (rule === undefined)
-              throw new SnapshotError(
-                `buffered event ${seq} names rule "${ruleId}", which the rule set at ${cs} does not hold`,
-              );
-            return { rule, key: hitKey, trigger: trigger === 1, expected: expected === 1 };
-          });
+    let hits: Hits;
+    if (typeof keyOrHits === 'string') hits = bufferedHits(rs, event, keyOrHits, hostile);
+    else {
+      hits = new Hits(keyOrHits[0]?.[1] ?? '');
+      for (const [ruleId, hitKey, trigger, expected] of keyOrHits) {
+        const rule = rs.rules.get(ruleId);
+        if (rule === undefined)
+          throw new SnapshotError(
+            `buffered event ${seq} names rule "${ruleId}", which the rule set at ${cs} does not hold`,
+          );
+        hits.add(rule, hitKey, (trigger === 1 ? TRIGGER : 0) | (expected === 1 ? EXPECTED : 0));
+      }
+    }
     const b: Buffered = {
       ts,
       seq,

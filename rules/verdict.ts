@@ -60,6 +60,57 @@ export interface Hit {
 }
 
 /**
+ * The rules a buffered event must still meet, in rule order, with the key each judges it under
+ * and its {@link TRIGGER}/{@link EXPECTED} bits. An event of a busy type waits in the reorder
+ * buffer for dozens of rules, nearly always under its record's key and as a trigger only: the
+ * list then is one array of rules, where an object per hit was most of what a buffered event
+ * held. Keys and bits get arrays of their own only once a hit differs.
+ */
+export class Hits {
+  readonly rules: CompiledRule[] = [];
+  private keys: string[] | undefined;
+  private bits: number[] | undefined;
+
+  /** @param key0 the key hits are judged under unless {@link add} says otherwise */
+  constructor(private readonly key0: string) {}
+
+  get length(): number {
+    return this.rules.length;
+  }
+
+  add(rule: CompiledRule, key: string, bits: number): void {
+    const n = this.rules.length;
+    this.rules.push(rule);
+    if (this.keys === undefined && key !== this.key0)
+      this.keys = new Array<string>(n).fill(this.key0);
+    this.keys?.push(key);
+    if (this.bits === undefined && bits !== TRIGGER) this.bits = new Array<number>(n).fill(TRIGGER);
+    this.bits?.push(bits);
+  }
+
+  keyAt(i: number): string {
+    return this.keys === undefined ? this.key0 : (this.keys[i] as string);
+  }
+
+  bitsAt(i: number): number {
+    return this.bits === undefined ? TRIGGER : (this.bits[i] as number);
+  }
+
+  /** The hits as objects (snapshots, tests; not the hot path). */
+  toArray(): Hit[] {
+    return this.rules.map((rule, i) => {
+      const bits = this.bitsAt(i);
+      return {
+        rule,
+        key: this.keyAt(i),
+        trigger: (bits & TRIGGER) !== 0,
+        expected: (bits & EXPECTED) !== 0,
+      };
+    });
+  }
+}
+
+/**
  * The hits an event that arrived under `rs` waits in the reorder buffer for: the same list
  * `processRecord` made at arrival (a rule that threw then throws again, and was reported then).
  * Checkpoints store buffered events without their hits, and restore recomputes them here.
@@ -69,10 +120,10 @@ export function bufferedHits(
   event: Readonly<Record<string, unknown>>,
   recordKey: string,
   hostile: boolean,
-): Hit[] {
+): Hits {
   const type = event.type as string;
   const lc = new LazyContext(event, rs, hostile);
-  const hits: Hit[] = [];
+  const hits = new Hits(recordKey);
   for (const rule of rs.rulesFor(type)) {
     if (rule.pattern === undefined) continue;
     const key = keyOf(rule, event, recordKey);
@@ -83,8 +134,7 @@ export function bufferedHits(
     } catch {
       continue;
     }
-    if (v !== 0)
-      hits.push({ rule, key, trigger: (v & TRIGGER) !== 0, expected: (v & EXPECTED) !== 0 });
+    if (v !== 0) hits.add(rule, key, v);
   }
   return hits;
 }

@@ -67,28 +67,31 @@ function distinctKey(v: unknown): string | undefined {
   }
 }
 
-/** Reads the aggregated field; returns an error message when it cannot be used. */
-function readValue(
-  p: CompiledThreshold,
-  event: Readonly<Record<string, unknown>>,
-): { ok: true; value: unknown } | { ok: false; message: string } {
-  if (p.aggregate === 'count') return { ok: true, value: undefined };
+/** Why an event's aggregated field cannot be used. */
+class UnusableValue {
+  constructor(readonly message: string) {}
+}
+
+/**
+ * Reads the aggregated field (undefined for count); an {@link UnusableValue} when it cannot be
+ * used. Called once per (event, threshold rule): no result object unless the value is unusable.
+ */
+function readValue(p: CompiledThreshold, event: Readonly<Record<string, unknown>>): unknown {
+  if (p.aggregate === 'count') return undefined;
   const field = p.field as string;
   const v = Object.hasOwn(event, field) ? event[field] : undefined;
   if (p.aggregate === 'distinct') {
     return distinctKey(v) === undefined
-      ? {
-          ok: false,
-          message: `field "${field}" must be a string, finite number or boolean to count distinct values, got ${JSON.stringify(v) ?? 'nothing'}`,
-        }
-      : { ok: true, value: v };
+      ? new UnusableValue(
+          `field "${field}" must be a string, finite number or boolean to count distinct values, got ${JSON.stringify(v) ?? 'nothing'}`,
+        )
+      : v;
   }
   return typeof v === 'number' && Number.isFinite(v)
-    ? { ok: true, value: v }
-    : {
-        ok: false,
-        message: `field "${field}" must be a finite number for aggregate "${p.aggregate}", got ${JSON.stringify(v) ?? 'nothing'}`,
-      };
+    ? v
+    : new UnusableValue(
+        `field "${field}" must be a finite number for aggregate "${p.aggregate}", got ${JSON.stringify(v) ?? 'nothing'}`,
+      );
 }
 
 /**
@@ -422,13 +425,13 @@ export function thresholdEvent(
   e: OperatorEvent,
   host: OperatorHost,
 ): void {
-  const read = readValue(p, e.event);
-  if (!read.ok) {
-    host.error(rule, e, read.message);
+  const value = readValue(p, e.event);
+  if (value instanceof UnusableValue) {
+    host.error(rule, e, value.message);
     return;
   }
-  if (p.tumbling) onTumbling(rule, p, ks, e, read.value, host);
-  else onSliding(rule, p, ks, e, read.value, host);
+  if (p.tumbling) onTumbling(rule, p, ks, e, value, host);
+  else onSliding(rule, p, ks, e, value, host);
 }
 
 /** A threshold timer: closes the tumbling window that ends at `time + 1` (silently when `emit` is false: the rule is paused). */

@@ -537,7 +537,7 @@ describe('partition snapshot and restore', () => {
         .sorted()
         .map((b) => [
           b.seq,
-          b.hits.map((x) => [x.rule.id, x.key, x.trigger ? 1 : 0, x.expected ? 1 : 0]),
+          b.hits.toArray().map((x) => [x.rule.id, x.key, x.trigger ? 1 : 0, x.expected ? 1 : 0]),
         ]),
     );
     const json = JSON.parse(legacyMeta(now, 'vigil.partition.v2')) as { buffer: unknown[][] };
