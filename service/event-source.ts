@@ -21,15 +21,31 @@ export interface LogRecord {
   readonly pending: number;
 }
 
-/** The records of one partition, in log order. */
-export interface EventSource extends AsyncIterable<LogRecord> {
-  /** Ends the iteration (after the record being handled). */
+/**
+ * The records of one partition, in log order, taken one at a time without a promise per record:
+ * a partition reads tens of thousands of records a second, and an async iterator's hops cost
+ * about as much per record as the client's own parsing (`.scratch` measurements in
+ * bench/README.md). `next()` hands out what has arrived; `wait()` resolves when more does.
+ */
+export interface EventSource {
+  /**
+   * The next record received and not yet taken; undefined when none is waiting (see `wait`) or
+   * the source has ended (see `ended`).
+   * @throws what ended the source, once every record received before it has been taken.
+   */
+  next(): LogRecord | undefined;
+  /** Resolves when a record arrives or the source ends. */
+  wait(): Promise<void>;
+  /** True once the source has stopped and every record it will hand out has been taken. */
+  readonly ended: boolean;
+  /** Ends the records: after the one being handled, `next()` hands out no more. */
   stop(): Promise<void>;
 }
 
 /**
  * A partition's log read with a JetStream ordered consumer filtered on `events.*.<p>`: events,
- * markers and ticks of the partition in one order, no acks, no hop through another thread.
+ * markers and ticks of the partition in one order, no acks, no hop through another thread. The
+ * client hands each message to a callback, which queues the record.
  */
 export async function jetStreamPartitionSource(
   js: JetStreamClient,
@@ -42,32 +58,59 @@ export async function jetStreamPartitionSource(
       ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: fromSeq }
       : { deliver_policy: DeliverPolicy.All }),
   });
-  const messages: ConsumerMessages = await consumer.consume({ max_messages: 2000 });
-  let read = false;
+  // A queue with a moving head: records are taken in the order they arrived.
+  const queue: LogRecord[] = [];
+  let head = 0;
+  let stopped = false;
+  let failure: Error | undefined;
+  let wake: (() => void) | undefined;
+  const signal = (): void => {
+    const w = wake;
+    wake = undefined;
+    w?.();
+  };
+  const messages: ConsumerMessages = await consumer.consume({
+    max_messages: 2000,
+    callback: (m) => {
+      queue.push({
+        seq: m.seq,
+        subject: m.subject,
+        data: m.data,
+        storedAt: storedAtMs(m.info),
+        pending: m.info.pending,
+      });
+      signal();
+    },
+  });
+  void messages.closed().then((err) => {
+    stopped = true;
+    if (err) failure = err;
+    signal();
+  });
   return {
-    async *[Symbol.asyncIterator]() {
-      read = true;
-      for await (const m of messages) {
-        yield {
-          seq: m.seq,
-          subject: m.subject,
-          data: m.data,
-          storedAt: storedAtMs(m.info),
-          pending: m.info.pending,
-        };
+    next() {
+      if (head < queue.length) {
+        const r = queue[head++] as LogRecord;
+        if (head === queue.length) queue.length = head = 0;
+        return r;
       }
+      if (failure !== undefined) throw failure;
+      return undefined;
+    },
+    wait() {
+      if (head < queue.length || stopped) return Promise.resolve();
+      return new Promise<void>((resolve) => (wake = resolve));
+    },
+    get ended() {
+      return stopped && head >= queue.length;
     },
     async stop() {
-      const closed = messages.close();
-      // close() resolves once the iterator has handed out what it holds: a source no one reads
-      // (a partition abandoned while it opened) would wait forever, its consumer still pulling.
-      if (!read) {
-        read = true;
-        void (async () => {
-          for await (const _ of messages);
-        })().catch(() => undefined);
-      }
-      await closed;
+      // The record being handled is the last: the rest were never taken, and the next owner (or
+      // this one, after a restart) reads them again from the checkpoint's offset.
+      stopped = true;
+      queue.length = head = 0;
+      await messages.close();
+      signal();
     },
   };
 }

@@ -139,7 +139,14 @@ export class PartitionRunner {
   private readonly boundary: (() => void)[] = [];
 
   private async run(): Promise<void> {
-    for await (const r of this.d.source) {
+    const source = this.d.source;
+    for (;;) {
+      const r = source.next();
+      if (r === undefined) {
+        if (source.ended) return;
+        await source.wait();
+        continue;
+      }
       const admitted = this.d.admit?.();
       if (admitted !== undefined) await admitted;
       this.lastActivity = Date.now();
@@ -150,15 +157,16 @@ export class PartitionRunner {
         if (handled !== undefined) await handled;
       } finally {
         this.busy = false;
-        for (const fn of this.boundary.splice(0)) fn();
+        if (this.boundary.length > 0) for (const fn of this.boundary.splice(0)) fn();
       }
       // Label lookups cost more than the update: the per-record gauges and counter are written
       // every 64 records and by a timer, the per-rule match counts (dozens of labels) by the timer.
       this.last = r;
       const yieldNow = ++this.sinceYield >= 64;
       if (yieldNow) this.flushMetrics();
-      // Buffered records resolve in microtasks only: yield now and then, or the worker's acks,
-      // control messages, checkpoints and metrics would wait for a whole drain.
+      // Records waiting in the source are taken without a turn of the event loop: yield now and
+      // then, or the worker's acks, control messages, checkpoints and metrics would wait for a
+      // whole drain.
       if (yieldNow) {
         this.sinceYield = 0;
         await new Promise((r) => setImmediate(r));

@@ -11,6 +11,7 @@ import {
   eventSubject,
   jetStreamPartitionSource,
   partitionOf,
+  type EventSource,
 } from '../../service/index.js';
 import { openPartition, type RestoredPartition } from '../../service/partition-open.js';
 import { startTestServers, type TestServers } from './servers.js';
@@ -70,6 +71,18 @@ const restore = (loaded: LoadedCheckpoint): Promise<RestoredPartition> =>
     timings: { loadMs: 0, restoreMs: 0, keys: 0 },
   });
 
+/** The sequences of the next `n` records of a source (fewer if it ends first). */
+async function take(source: EventSource, n: number): Promise<number[]> {
+  const out: number[] = [];
+  while (out.length < n) {
+    const r = source.next();
+    if (r !== undefined) out.push(r.seq);
+    else if (source.ended) break;
+    else await source.wait();
+  }
+  return out;
+}
+
 async function firstSeq(s: CheckpointStore): Promise<number | undefined> {
   const loader = new CheckpointLoader(s);
   loader.prefetch(PART);
@@ -81,8 +94,7 @@ async function firstSeq(s: CheckpointStore): Promise<number | undefined> {
   });
   if (opened === undefined) throw new Error('the partition was not opened');
   try {
-    for await (const r of opened.source) return r.seq;
-    return undefined;
+    return (await take(opened.source, 1))[0];
   } finally {
     await opened.source.stop();
   }
@@ -118,6 +130,20 @@ describe('openPartition (real nats-server and redis-server)', () => {
     await store.save(PART, parts(at), 0);
     // From the stale offset the first record would be seqs[3].
     expect(await firstSeq(new StaleOffsetStore(store, stale))).toBe(seqs[9]);
+  });
+
+  it("hands out the partition's records in log order, and none once stopped", async () => {
+    const source = await jetStreamPartitionSource(servers.js, PART, 1);
+    try {
+      expect(await take(source, 10)).toEqual(seqs.slice(0, 10));
+      // The last two have arrived (or will): stop() drops what was not taken.
+      await new Promise((r) => setTimeout(r, 200));
+    } finally {
+      await source.stop();
+    }
+    expect(source.next()).toBeUndefined();
+    expect(source.ended).toBe(true);
+    await source.wait();
   });
 
   it('stops a source no one has read (a partition abandoned while it opened)', async () => {
