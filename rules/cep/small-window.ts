@@ -108,6 +108,7 @@ interface Made {
 }
 let madeFor: object | undefined;
 const made: Made[] = [];
+const MADE_MAX = 32;
 
 /** How many of a window's entries are before `from` (the entries an event at `from + window` evicts). */
 export function entriesBefore(w: SmallWindow | undefined, from: number): number {
@@ -140,7 +141,8 @@ export function appendSmall(
   for (let i = 0; i < made.length; i++) {
     const m = made[i] as Made;
     // The same entries dropped, by time or by the limit: the same window, whichever dropped them.
-    if (m.prior === prior && m.sums === sums && m.value === x && m.drop === drop) return m.w;
+    if (m.prior === prior && m.sums === sums && Object.is(m.value, x) && m.drop === drop)
+      return m.w;
   }
   const t0 = prior?.t ?? NO_ENTRIES;
   const n = t0.length + 1;
@@ -160,6 +162,7 @@ export function appendSmall(
     f = front - drop;
   }
   const w = smallWindow(t, v, sums, f);
-  made.push({ prior, sums, value: x, drop, w });
+  // An event's hits under many keys (rules keyed by other fields) would make the search quadratic.
+  if (made.length < MADE_MAX) made.push({ prior, sums, value: x, drop, w });
   return w;
 }

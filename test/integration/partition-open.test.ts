@@ -10,6 +10,7 @@ import {
   ensureStreams,
   eventSubject,
   jetStreamPartitionSource,
+  partitionedEventSubject,
   partitionOf,
   type EventSource,
 } from '../../service/index.js';
@@ -144,6 +145,32 @@ describe('openPartition (real nats-server and redis-server)', () => {
     expect(source.next()).toBeUndefined();
     expect(source.ended).toBe(true);
     await source.wait();
+  });
+
+  it('hands out thousands of records waiting at once, in log order, each once', async () => {
+    // Records arrive faster than they are taken: the source's queue drops what was taken as it goes.
+    const key = 'bulk';
+    const published: number[] = [];
+    for (let i = 0; i < 3000; i += 500) {
+      const acks = await Promise.all(
+        Array.from({ length: 500 }, (_, j) =>
+          servers.js.publish(
+            partitionedEventSubject(key, PART),
+            JSON.stringify({ type: 'x', i: i + j }),
+          ),
+        ),
+      );
+      published.push(...acks.map((a) => a.seq));
+    }
+    const from = published[0] as number;
+    const source = await jetStreamPartitionSource(servers.js, PART, from);
+    try {
+      // Let most of them arrive before any is taken.
+      await new Promise((r) => setTimeout(r, 500));
+      expect(await take(source, published.length)).toEqual(published);
+    } finally {
+      await source.stop();
+    }
   });
 
   it('stops a source no one has read (a partition abandoned while it opened)', async () => {
