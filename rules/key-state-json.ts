@@ -2,7 +2,7 @@ import { newKeyState, type KeyState } from './cep/host.js';
 import { refsFromArray, refsToArray, type SequenceState } from './cep/sequence.js';
 import {
   NO_ENTRIES,
-  rebuildFront,
+  slidingWindow,
   type SlidingState,
   type TumblingState,
 } from './cep/threshold.js';
@@ -76,27 +76,17 @@ export function opFromJSON(op: unknown, base: number): unknown {
       fitsSmallWindow(t, v, s.sums === true, f)
     )
       return smallWindow(t, v as number[], s.sums === true, f as number);
-    const state: SlidingState = {
-      k: 's',
-      h: 0,
-      t: orNone(t),
+    // The two-stack sums are recomputed from the values in the same order as the window made
+    // them, which gives the very same numbers (non-finite ones too).
+    return slidingWindow(
+      t,
       v,
-      sums: s.sums === true,
-      f: (s.f as number | undefined) ?? 0,
-      fs: NO_ENTRIES,
-      fs0: 0,
-      bs: 0,
-      mn: orNone((s.mn ?? NO_ENTRIES) as number[]),
-      mx: orNone((s.mx ?? NO_ENTRIES) as number[]),
-      d: d === null ? undefined : new Map(d),
-    };
-    if (state.sums) {
-      // Front suffix sums over [0, f), then the back sum over [f, end) in push order.
-      const f = state.f;
-      rebuildFront(state, f);
-      for (let i = f; i < t.length; i++) state.bs += v[i] as number;
-    }
-    return state;
+      s.sums === true,
+      f as number,
+      mn,
+      mx,
+      d === null ? undefined : new Map(d),
+    );
   }
   if (s.k === 't')
     return {

@@ -108,54 +108,57 @@ function append<T>(a: T[], x: T): T[] {
 }
 
 /**
- * A small window as the mutable window that holds the same entries (empty arrays share
- * {@link NO_ENTRIES}, as new windows' do): the same sums, the same text in a checkpoint.
+ * A mutable window holding the entries `t`/`v` (oldest first), its front end at `f`, with the
+ * sums of its two stacks as the window would have them after the same pushes and evictions: the
+ * front's suffix sums from `f` down, the back's sum in arrival order. Empty parts share
+ * {@link NO_ENTRIES}.
  */
-export function toSliding(w: SmallWindow): SlidingState {
+export function slidingWindow(
+  t: number[],
+  v: unknown[],
+  sums: boolean,
+  f: number,
+  mn: number[] = NO_ENTRIES,
+  mx: number[] = NO_ENTRIES,
+  d: Map<string, number> | undefined = undefined,
+): SlidingState {
   const s: SlidingState = {
     k: 's',
     h: 0,
-    t: w.t.length === 0 ? NO_ENTRIES : w.t.slice(),
-    v: w.v.length === 0 ? NO_ENTRIES : w.v.slice(),
-    sums: w.sums,
-    f: w.f,
+    t: t.length === 0 ? NO_ENTRIES : t,
+    v: v.length === 0 ? NO_ENTRIES : v,
+    sums,
+    f,
     fs: NO_ENTRIES,
     fs0: 0,
     bs: 0,
-    mn: NO_ENTRIES,
-    mx: NO_ENTRIES,
-    d: undefined,
+    mn: mn.length === 0 ? NO_ENTRIES : mn,
+    mx: mx.length === 0 ? NO_ENTRIES : mx,
+    d,
   };
-  if (s.sums) {
-    rebuildFront(s, s.f);
-    for (let i = s.f; i < s.v.length; i++) s.bs += s.v[i] as number;
+  if (sums && t.length > 0) {
+    rebuildFront(s, f);
+    for (let i = f; i < v.length; i++) s.bs += v[i] as number;
   }
   return s;
 }
 
 function sliding(ks: KeyState, p: CompiledThreshold): SlidingState {
   const op = ks.op as SlidingState | SmallWindow | undefined;
-  if (op?.k === 'w') ks.op = toSliding(op);
+  // A small window that grows past its bound becomes the mutable window with the same entries.
+  if (op?.k === 'w') ks.op = slidingWindow(op.t.slice(), op.v.slice(), op.sums, op.f);
   else if (op?.k !== 's')
-    ks.op = {
-      k: 's',
-      h: 0,
-      t: NO_ENTRIES,
-      v: NO_ENTRIES,
-      sums: p.aggregate === 'sum' || p.aggregate === 'avg',
-      f: 0,
-      fs: NO_ENTRIES,
-      fs0: 0,
-      bs: 0,
-      mn: NO_ENTRIES,
-      mx: NO_ENTRIES,
-      d: undefined,
-    } satisfies SlidingState;
+    ks.op = slidingWindow(
+      NO_ENTRIES,
+      NO_ENTRIES,
+      p.aggregate === 'sum' || p.aggregate === 'avg',
+      0,
+    );
   return ks.op as SlidingState;
 }
 
 /** Makes entries `[h, end)` the front stack, computing their suffix sums from the end; the back stack starts empty. */
-export function rebuildFront(s: SlidingState, end: number = s.t.length): void {
+function rebuildFront(s: SlidingState, end: number = s.t.length): void {
   s.fs = new Array<number>(end - s.h);
   let acc = 0;
   for (let i = end - 1; i >= s.h; i--) {
