@@ -34,7 +34,7 @@ import {
   restorePartitionParts,
 } from '../rules/index.js';
 import { RedisCheckpointStore } from '../service/checkpoint-store.js';
-import { startRedis } from '../service/index.js';
+import { ensureServersInstalled, startRedis } from '../service/index.js';
 import { measureServiceRecovery } from './checkpoint-recovery.js';
 
 const argKeys = process.argv.indexOf('--keys');
@@ -73,6 +73,7 @@ const rs = applyControl(
 ).ruleSet;
 /** One partition in this thread: checkpoints and their restore, on a redis-server of its own. */
 async function inProcess(): Promise<Record<string, number>> {
+  ensureServersInstalled(say);
   const dir = mkdtempSync(join(tmpdir(), 'vigil-bench-checkpoint-'));
   const redis = await startRedis({ dataDir: dir });
   const store = new RedisCheckpointStore(redis.url, 'bench:');

@@ -20,6 +20,7 @@ import {
   DEFAULT_OPTIONS,
   eventSubject,
   partitionOf,
+  ensureServersInstalled,
   startNats,
   startRedis,
   type ServerHandle,
@@ -263,6 +264,7 @@ export async function measureServiceRecovery(o: RecoveryOptions): Promise<Record
       stdio: 'inherit',
     });
     if (built.status !== 0) throw new Error('scripts/build.mjs failed: see its output above');
+    ensureServersInstalled((line) => console.log(`[recovery] ${line}`));
     const nats = await startNats({ dataDir: join(dir, 'nats'), partitions: PARTITIONS });
     servers.push(nats);
     const redis = await startRedis({ dataDir: join(dir, 'redis') });

@@ -4,6 +4,7 @@
  * alerts in ALERTS are compared with a crash-free reference. The last line is one JSON object:
  * {"soak":"crash","trials":N,"alertsExpected":…,"lost":0,"duplicated":0}.
  */
+import { ensureServersInstalled } from '../service/index.js';
 import { crashRun } from '../test/integration/crash-run.js';
 import type { ServiceProcess } from '../test/integration/service-process.js';
 import { startTestServers } from '../test/integration/servers.js';
@@ -19,6 +20,7 @@ const trials = arg('trials', 20);
 const seed = arg('seed', Date.now() % 100_000);
 const partitions = 4;
 console.log(`soak: ${trials} crash trials, seed ${seed}`);
+ensureServersInstalled((line) => console.log(`soak: ${line}`));
 const servers = await startTestServers({ partitions, redis: true });
 const processes: ServiceProcess[] = [];
 let code = 0;
