@@ -197,7 +197,12 @@ export class PartitionRunner {
     this.matches.clear();
   }
 
-  private dead(r: LogRecord, reason: string, message: string, ruleId?: string): Promise<void> {
+  private dead(
+    r: LogRecord,
+    reason: string,
+    message: string,
+    ruleId?: string,
+  ): Promise<void> | undefined {
     this.d.metrics.dlq.inc({ reason });
     this.d.metrics.events.inc({ partition: this.p, outcome: reason });
     return this.d.deadLetters.publish({
@@ -308,43 +313,68 @@ export class PartitionRunner {
     return this.publish(r, out);
   }
 
-  private async publish(r: LogRecord, out: ProcessResult): Promise<void> {
+  /**
+   * Hands a record's outputs to the sinks in order, without a promise while they take them at once
+   * (the usual case); when one asks to wait (backpressure), the rest follow once it has room.
+   */
+  private publish(r: LogRecord, out: ProcessResult): Promise<void> | undefined {
     const metrics = this.d.metrics;
-    for (const a of out.alerts) {
-      metrics.alerts.inc({ rule: a.ruleId });
-      await this.d.alerts.publish(a);
-    }
-    for (const l of out.late)
-      await this.dead(
-        r,
-        'late',
-        `event time ${l.ts} is at or before the partition's watermark ${l.watermark}; raise VIGIL_OUT_OF_ORDER_MS if such delays are normal`,
-      );
-    for (const i of out.invalid) await this.dead(r, i.reason, i.message);
-    for (const e of out.errors) {
-      metrics.ruleErrors.inc({ rule: e.ruleId });
-      const rule = this.state.ruleSet.rules.get(e.ruleId);
-      this.d.onRuleError(
-        e.ruleId,
-        rule?.version ?? 0,
-        this.state.ruleSet.controlSeq,
-        e.error.message,
-      );
-      // The event may have waited in the reorder buffer: it is not always the record just read.
-      const data = r.seq === e.seq ? r.data : encoder.encode(JSON.stringify(e.event));
-      await this.d.deadLetters.publish({
-        reason: 'rule-error',
-        data,
-        message: e.error.message,
-        source: {
-          stream: Streams.events,
-          subject: r.seq === e.seq ? r.subject : `events.*.${this.p}`,
-          seq: e.seq,
-        },
-        ruleId: e.ruleId,
-        id: `dlq-${e.seq}-rule-error-${e.ruleId}`,
+    const steps: (() => Promise<void> | undefined)[] = [];
+    for (const a of out.alerts)
+      steps.push(() => {
+        metrics.alerts.inc({ rule: a.ruleId });
+        return this.d.alerts.publish(a);
       });
-      metrics.dlq.inc({ reason: 'rule-error' });
+    for (const l of out.late)
+      steps.push(() =>
+        this.dead(
+          r,
+          'late',
+          `event time ${l.ts} is at or before the partition's watermark ${l.watermark}; raise VIGIL_OUT_OF_ORDER_MS if such delays are normal`,
+        ),
+      );
+    for (const i of out.invalid) steps.push(() => this.dead(r, i.reason, i.message));
+    for (const e of out.errors)
+      steps.push(() => {
+        metrics.ruleErrors.inc({ rule: e.ruleId });
+        const rule = this.state.ruleSet.rules.get(e.ruleId);
+        this.d.onRuleError(
+          e.ruleId,
+          rule?.version ?? 0,
+          this.state.ruleSet.controlSeq,
+          e.error.message,
+        );
+        metrics.dlq.inc({ reason: 'rule-error' });
+        // The event may have waited in the reorder buffer: it is not always the record just read.
+        const data = r.seq === e.seq ? r.data : encoder.encode(JSON.stringify(e.event));
+        return this.d.deadLetters.publish({
+          reason: 'rule-error',
+          data,
+          message: e.error.message,
+          source: {
+            stream: Streams.events,
+            subject: r.seq === e.seq ? r.subject : `events.*.${this.p}`,
+            seq: e.seq,
+          },
+          ruleId: e.ruleId,
+          id: `dlq-${e.seq}-rule-error-${e.ruleId}`,
+        });
+      });
+    return inOrder(steps, 0);
+  }
+}
+
+/** Runs `steps` from `i` on, waiting for each that returns a promise before the next. */
+function inOrder(
+  steps: readonly (() => Promise<void> | undefined)[],
+  i: number,
+): Promise<void> | undefined {
+  for (; i < steps.length; i++) {
+    const wait = (steps[i] as () => Promise<void> | undefined)();
+    if (wait !== undefined) {
+      const next = i + 1;
+      return wait.then(() => inOrder(steps, next));
     }
   }
+  return undefined;
 }

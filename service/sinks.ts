@@ -3,9 +3,13 @@ import type { Alert } from '../rules/index.js';
 import type { Publisher } from './publisher.js';
 import { alertSubject, dlqSubject } from './subjects.js';
 
-/** Where alerts go. The production sink publishes to `ALERTS`, deduplicated by alert id. */
+/**
+ * Where alerts go. The production sink publishes to `ALERTS`, deduplicated by alert id.
+ * `publish` hands the alert over: undefined when the sink can take more at once, else a promise
+ * to wait for before the next (backpressure).
+ */
 export interface AlertSink {
-  publish(alert: Alert): Promise<void>;
+  publish(alert: Alert): Promise<void> | undefined;
 }
 
 /** A message that could not be used, with the reason. */
@@ -23,9 +27,9 @@ export interface DeadLetter {
   readonly id: string;
 }
 
-/** Where dead letters go. The production sink publishes to `DLQ` (`vigil.dlq.<reason>`). */
+/** Where dead letters go. The production sink publishes to `DLQ` (`vigil.dlq.<reason>`); `publish` as {@link AlertSink}'s. */
 export interface DeadLetterSink {
-  publish(letter: DeadLetter): Promise<void>;
+  publish(letter: DeadLetter): Promise<void> | undefined;
 }
 
 const encoder = new TextEncoder();
