@@ -18,8 +18,12 @@ export class Heap<T> {
     let i = a.length - 1;
     while (i > 0) {
       const parent = (i - 1) >> 1;
-      if (!this.less(a[i] as T, a[parent] as T)) break;
-      [a[i], a[parent]] = [a[parent] as T, a[i] as T];
+      const x = a[i] as T;
+      const up = a[parent] as T;
+      if (!this.less(x, up)) break;
+      // Swapped through locals: a destructuring swap allocated an array per step here.
+      a[i] = up;
+      a[parent] = x;
       i = parent;
     }
   }
@@ -38,7 +42,9 @@ export class Heap<T> {
         if (l < a.length && this.less(a[l] as T, a[m] as T)) m = l;
         if (r < a.length && this.less(a[r] as T, a[m] as T)) m = r;
         if (m === i) break;
-        [a[i], a[m]] = [a[m] as T, a[i] as T];
+        const x = a[i] as T;
+        a[i] = a[m] as T;
+        a[m] = x;
         i = m;
       }
     }
