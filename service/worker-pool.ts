@@ -14,6 +14,34 @@ const WORKER_ENTRY = import.meta.url.endsWith('.js')
   ? new URL('./worker.js', import.meta.url)
   : new URL('./worker-entry.mjs', import.meta.url);
 
+/**
+ * Node options for compiled worker threads when the process was started with tsx (a test or a
+ * bench that loads its own TypeScript and starts the compiled service): the parent's options
+ * less tsx, which compiled workers have no use for and which cost each thread ~0.1 s of
+ * start-up, every module resolved through the loader's hooks thread. Undefined otherwise: the
+ * workers inherit the parent's options as they are.
+ */
+const WORKER_EXEC_ARGV = import.meta.url.endsWith('.js') ? withoutTsx(process.execArgv) : undefined;
+
+/** `argv` without its tsx options; undefined when it has none. Exported for tests. */
+export function withoutTsx(argv: readonly string[]): string[] | undefined {
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i] as string;
+    const isTsx = (x: string | undefined): boolean => x !== undefined && /^tsx(\/|$)/.test(x);
+    if (['--import', '--loader', '--experimental-loader', '--require', '-r'].includes(a)) {
+      if (isTsx(argv[i + 1])) {
+        i++;
+        continue;
+      }
+    } else if (/^--(import|loader|experimental-loader|require)=/.test(a)) {
+      if (isTsx(a.slice(a.indexOf('=') + 1))) continue;
+    }
+    out.push(a);
+  }
+  return out.length === argv.length ? undefined : out;
+}
+
 export type Logger = (level: 'info' | 'warn' | 'error', message: string) => void;
 
 interface Slot {
@@ -216,10 +244,22 @@ export class WorkerPool {
       partitions: [...s.partitions].map(([partition, token]) => ({ partition, token })),
       streamsReady: this.streamsChecked,
     };
-    const w = new Worker(WORKER_ENTRY, {
+    const options = {
       workerData: init,
       resourceLimits: { maxYoungGenerationSizeMb: this.options.workerYoungGenerationMb },
-    });
+    };
+    let w: Worker;
+    try {
+      w = new Worker(
+        WORKER_ENTRY,
+        WORKER_EXEC_ARGV === undefined ? options : { ...options, execArgv: WORKER_EXEC_ARGV },
+      );
+    } catch (err) {
+      // Given explicitly, options a worker cannot take (V8's, say) are refused, where inherited
+      // they are not: then the workers keep tsx too.
+      if ((err as { code?: string }).code !== 'ERR_WORKER_INVALID_EXEC_ARGV') throw err;
+      w = new Worker(WORKER_ENTRY, options);
+    }
     s.worker = w;
     s.ready = false;
     s.checkpointsOk = true;
