@@ -94,6 +94,8 @@ const CHANGES = [
     ],
   },
   { op: 'upsert-rule', rule: { id: 'bad', on: 'payment' } },
+  // Well formed, refused by applyControl (no such model): no marker, a dead letter, alignment holds.
+  { op: 'delete-model', id: 'no-such-model' },
 ];
 
 let servers: TestServers | undefined;
