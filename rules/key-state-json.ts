@@ -1,4 +1,4 @@
-import { newKeyState, type KeyState } from './cep/host.js';
+import { opOf, storedState, supOf, type LineageStates } from './cep/host.js';
 import { refsFromArray, refsToArray, type SequenceState } from './cep/sequence.js';
 import {
   NO_ENTRIES,
@@ -107,9 +107,9 @@ export function opFromJSON(op: unknown, base: number): unknown {
   return s;
 }
 
-export function keyStatesJSON(byLineage: ReadonlyMap<string, KeyState>): LineageStateJSON[] {
+export function keyStatesJSON(byLineage: LineageStates): LineageStateJSON[] {
   const out: LineageStateJSON[] = [];
-  for (const [sid, ks] of byLineage) out.push([sid, ks.sup ?? null, opToJSON(ks.op)]);
+  for (const [sid, v] of byLineage) out.push([sid, supOf(v) ?? null, opToJSON(opOf(v))]);
   return out;
 }
 
@@ -118,10 +118,10 @@ export function keyStatesJSON(byLineage: ReadonlyMap<string, KeyState>): Lineage
  * from it, a few digits instead of thirteen. 0 (absolute timestamps) unless every one is a safe
  * integer, so that `base + (t - base)` gives `t` back exactly.
  */
-function fieldBase(byLineage: ReadonlyMap<string, KeyState>): number {
+function fieldBase(byLineage: LineageStates): number {
   let base: number | undefined;
-  for (const ks of byLineage.values()) {
-    const s = ks.op as SlidingState | SmallWindow | undefined;
+  for (const v of byLineage.values()) {
+    const s = opOf(v) as SlidingState | SmallWindow | undefined;
     if (s?.k !== 's' && s?.k !== 'w') continue;
     for (let i = s.k === 's' ? s.h : 0; i < s.t.length; i++) {
       const t = s.t[i] as number;
@@ -144,10 +144,7 @@ function fieldBase(byLineage: ReadonlyMap<string, KeyState>): number {
  * per changed key, so this is most of their cost. Written directly, without building intermediate
  * objects and slices; restore parses it with `JSON.parse`.
  */
-export function encodeKeyStates(
-  byLineage: ReadonlyMap<string, KeyState>,
-  index: LineageIndex,
-): string {
+export function encodeKeyStates(byLineage: LineageStates, index: LineageIndex): string {
   const base = fieldBase(byLineage);
   let out = '[' + base;
   // The distinct plain windows written so far (a few), and their positions as text. Appended
@@ -156,11 +153,13 @@ export function encodeKeyStates(
   const written: (SlidingState | SmallWindow)[] = [];
   const writtenAt: string[] = [];
   let at = 0;
-  for (const [sid, ks] of byLineage) {
+  for (const [sid, v] of byLineage) {
     at++;
     out += index.entryPrefix(sid);
     let op: string | undefined;
-    const s = ks.op as SlidingState | SmallWindow | undefined;
+    const state = opOf(v);
+    const sup = supOf(v);
+    const s = state as SlidingState | SmallWindow | undefined;
     if (
       s?.k === 'w' ||
       (s?.k === 's' &&
@@ -179,8 +178,8 @@ export function encodeKeyStates(
         writtenAt.push(String(at));
       }
     }
-    out += op ?? opText(ks.op, base);
-    out += ks.sup === undefined ? ']' : ',' + ks.sup + ']';
+    out += op ?? opText(state, base);
+    out += sup === undefined ? ']' : ',' + sup + ']';
   }
   return out + ']';
 }
@@ -265,13 +264,13 @@ export function decodeKeyStates(
   key: string,
   field: readonly (LineageStateJSON | NumberedStateJSON | number)[],
   nameOf: (n: number) => string | undefined = () => undefined,
-): Map<string, KeyState> {
+): LineageStates {
   const v3 = Array.isArray(field) && typeof field[0] === 'number';
   const base = v3 ? (field[0] as number) : 0;
   const from = v3 ? 1 : 0;
   if (!Array.isArray(field) || field.length <= from)
     throw new SnapshotError(`keyed state of "${key}" is not a list of lineage states`);
-  const byLineage = new Map<string, KeyState>();
+  const byLineage: LineageStates = new Map();
   const ops: unknown[] = [];
   for (let i = from; i < field.length; i++) {
     const entry = field[i];
@@ -298,7 +297,7 @@ export function decodeKeyStates(
       op = earlier.k === 'w' ? earlier : copyWindow(earlier);
     } else op = opFromJSON(json, base);
     ops.push(op);
-    byLineage.set(sid, newKeyState(typeof sup === 'number' ? sup : undefined, op));
+    byLineage.set(sid, storedState(typeof sup === 'number' ? sup : undefined, op));
   }
   return byLineage;
 }
@@ -321,7 +320,7 @@ export function decodeKeyStatesText(
   key: string,
   text: string,
   nameOf?: (n: number) => string | undefined,
-): Map<string, KeyState> {
+): LineageStates {
   let field: (LineageStateJSON | NumberedStateJSON | number)[];
   try {
     field = JSON.parse(text) as (LineageStateJSON | NumberedStateJSON | number)[];

@@ -2,8 +2,12 @@ import { absenceEvent, absenceIdle, absenceTimer } from './cep/absence.js';
 import { Heap } from './cep/heap.js';
 import {
   newKeyState,
+  opOf,
+  supOf,
+  WrappedState,
   type AlertDraft,
   type KeyState,
+  type LineageStates,
   type OperatorEvent,
   type OperatorHost,
 } from './cep/host.js';
@@ -148,7 +152,7 @@ export interface PartitionState {
    * Keyed state: key → lineage (`ruleId@epoch`) → state. Grouped by key because an event touches
    * one key in several rules: a checkpoint then writes one field per changed key.
    */
-  readonly states: Map<string, Map<string, KeyState>>;
+  readonly states: Map<string, LineageStates>;
   /**
    * Keyed state restored from a checkpoint and not touched since, as the field text it was read
    * as: key → text. A key is decoded into `states` when the partition first needs it, so a
@@ -228,7 +232,7 @@ function add<K extends Lists>(out: ProcessResult, list: K, x: ProcessResult[K][n
 }
 
 /** Decodes a key restored from a checkpoint into `states` (see `PartitionState.raw`). */
-function decodeRaw(st: PartitionState, key: string): Map<string, KeyState> | undefined {
+function decodeRaw(st: PartitionState, key: string): LineageStates | undefined {
   const text = st.raw.get(key);
   if (text === undefined) return undefined;
   const byLineage = decodeKeyStatesText(key, text, (n) => st.lineageIndex.nameOf(n));
@@ -238,17 +242,13 @@ function decodeRaw(st: PartitionState, key: string): Map<string, KeyState> | und
 }
 
 /** Puts a key's decoded states (every lineage of the key) into the partition. */
-export function putKeyStates(
-  st: PartitionState,
-  key: string,
-  byLineage: Map<string, KeyState>,
-): void {
+export function putKeyStates(st: PartitionState, key: string, byLineage: LineageStates): void {
   for (const sid of byLineage.keys()) st.lineageKeys.set(sid, (st.lineageKeys.get(sid) ?? 0) + 1);
   st.states.set(key, byLineage);
 }
 
 /** A key's states, decoded first if it was restored and not touched since. */
-function statesOf(st: PartitionState, key: string): Map<string, KeyState> | undefined {
+function statesOf(st: PartitionState, key: string): LineageStates | undefined {
   const byLineage = st.states.get(key);
   return byLineage !== undefined || st.raw.size === 0 ? byLineage : decodeRaw(st, key);
 }
@@ -265,23 +265,55 @@ export function decodeAllKeys(st: PartitionState): void {
  * {@link release} around one event's hits; cleared when the key's map leaves the partition.
  */
 let hitKey: string | undefined;
-let hitStates: Map<string, KeyState> | undefined;
+let hitStates: LineageStates | undefined;
 
-function keyState(st: PartitionState, rule: CompiledRule, key: string): KeyState {
-  let byLineage: Map<string, KeyState> | undefined;
-  if (key === hitKey) byLineage = hitStates as Map<string, KeyState>;
+/**
+ * The operators' view of one (key, lineage) state: filled by {@link loadState} before an operator
+ * runs and written back by {@link saveState} after it, so the map can hold the operator state
+ * itself (see `StoredState`). One for the module: operators keep no reference to it, and one
+ * state is worked on at a time.
+ */
+const view: KeyState = newKeyState();
+/** The map of the key in {@link view} (undefined: the key holds no state yet). */
+let viewStates: LineageStates | undefined;
+
+/** Loads `rule`'s state of `key` into the view; the key counts as changed. */
+function loadState(st: PartitionState, rule: CompiledRule, key: string): KeyState {
+  let byLineage: LineageStates | undefined;
+  if (key === hitKey) byLineage = hitStates;
   else {
     byLineage = statesOf(st, key);
-    if (byLineage === undefined) st.states.set(key, (byLineage = new Map()));
     // Whoever asks for a key's state may change it.
     st.dirty.add(key);
   }
-  let ks = byLineage.get(rule.sid);
-  if (ks === undefined) {
-    byLineage.set(rule.sid, (ks = newKeyState()));
-    st.lineageKeys.set(rule.sid, (st.lineageKeys.get(rule.sid) ?? 0) + 1);
+  viewStates = byLineage;
+  const v = byLineage?.get(rule.sid);
+  view.sup = supOf(v);
+  view.op = opOf(v);
+  return view;
+}
+
+/** Writes the view back after the operator ran: dropped when idle, else as it is stored. */
+function saveState(st: PartitionState, rule: CompiledRule, key: string, ks: KeyState): void {
+  const sid = rule.sid;
+  let byLineage = viewStates;
+  viewStates = undefined;
+  if (isIdle(rule, ks)) {
+    if (byLineage?.has(sid)) deleteKeyState(st, sid, key);
+    return;
   }
-  return ks;
+  if (byLineage === undefined) {
+    st.states.set(key, (byLineage = new Map()));
+    if (key === hitKey) hitStates = byLineage;
+  }
+  const before = byLineage.get(sid);
+  if (before === undefined) st.lineageKeys.set(sid, (st.lineageKeys.get(sid) ?? 0) + 1);
+  if (ks.sup === undefined && ks.op !== undefined) {
+    if (before !== ks.op) byLineage.set(sid, ks.op);
+  } else if (before instanceof WrappedState) {
+    before.sup = ks.sup;
+    before.op = ks.op;
+  } else byLineage.set(sid, new WrappedState(ks.sup, ks.op));
 }
 
 /** Removes one key's state in one lineage (the key is already marked dirty by whoever touched it). */
@@ -417,10 +449,6 @@ function isIdle(rule: CompiledRule, ks: KeyState): boolean {
   }
 }
 
-function dropIfIdle(st: PartitionState, rule: CompiledRule, key: string, ks: KeyState): void {
-  if (isIdle(rule, ks)) deleteKeyState(st, rule.sid, key);
-}
-
 /** Judges an event under the rule set in force at its log position; stateful rules see it later, in event-time order. */
 function onEvent(
   st: PartitionState,
@@ -467,7 +495,8 @@ function onEvent(
     if (trigger) add(out, 'matched', rule.id);
     if (rule.pattern === undefined) {
       if (!trigger) continue;
-      const ks = rule.suppressForMs > 0 ? keyState(st, rule, key) : newKeyState();
+      const suppressing = rule.suppressForMs > 0;
+      const ks = suppressing ? loadState(st, rule, key) : newKeyState();
       h.alert(rule, ks, {
         key,
         ts,
@@ -480,6 +509,7 @@ function onEvent(
         idParts: `e|${rec.seq}`,
         fields: event,
       });
+      if (suppressing) saveState(st, rule, key, ks);
     } else if (v !== 0) {
       (hits ??= new Hits(rec.key)).add(rule, key, v);
     }
@@ -587,7 +617,7 @@ function applyHit(
   bits: number,
   h: OperatorHost,
 ): void {
-  const ks = keyState(st, rule, key);
+  const ks = loadState(st, rule, key);
   const trigger = (bits & TRIGGER) !== 0;
   e.key = key;
   e.trigger = trigger;
@@ -598,7 +628,7 @@ function applyHit(
   } else if (p?.kind === 'sequence') {
     if (trigger) sequenceEvent(rule, p, ks, e, h);
   } else if (p?.kind === 'absence') absenceEvent(rule, p, ks, e, h);
-  dropIfIdle(st, rule, key, ks);
+  saveState(st, rule, key, ks);
 }
 
 /** The newest rule version that writes to a lineage: the current rule set first, then older ones still in use. */
@@ -624,15 +654,14 @@ function fireTimers(st: PartitionState, upTo: number, h: OperatorHost): void {
     const rule = lineageRule(st, t.ruleId, t.epoch);
     // A deleted or reset lineage has no state left; a paused rule's due state is dropped without alerts.
     if (rule === undefined) continue;
-    const ks = statesOf(st, t.key)?.get(rule.sid);
-    if (ks === undefined) continue;
-    st.dirty.add(t.key);
+    if (statesOf(st, t.key)?.has(rule.sid) !== true) continue;
+    const ks = loadState(st, rule, t.key);
     const p = rule.pattern;
     const emit = !rule.paused;
     if (p?.kind === 'threshold') thresholdTimer(rule, p, ks, t.key, t.time, h, emit);
     else if (p?.kind === 'sequence') sequenceTimer(rule, p, ks, t.key, t.time, h);
     else if (p?.kind === 'absence') absenceTimer(rule, p, ks, t.key, t.time, h, emit);
-    dropIfIdle(st, rule, t.key, ks);
+    saveState(st, rule, t.key, ks);
   }
 }
 

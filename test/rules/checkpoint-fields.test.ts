@@ -15,7 +15,7 @@ import {
 } from '../../rules/index.js';
 import type { SlidingState } from '../../rules/cep/threshold.js';
 import { SMALL_WINDOW_MAX, type SmallWindow } from '../../rules/cep/small-window.js';
-import type { KeyState } from '../../rules/cep/host.js';
+import { opOf, supOf, type LineageStates, type StoredState } from '../../rules/cep/host.js';
 import { decodeKeyStatesText, encodeKeyStates } from '../../rules/key-state-json.js';
 import { LineageIndex } from '../../rules/lineage-index.js';
 import { eventGenerator, generateRules } from '../../bench/e2e-inputs.js';
@@ -134,15 +134,12 @@ describe('checkpoint fields: equal windows written once', () => {
     });
     fc.assert(
       fc.property(windows, (windows) => {
-        const m = new Map(
-          windows.map((op, i): [string, KeyState] => [`r${i}@1`, { sup: undefined, op }]),
-        );
+        const m: LineageStates = new Map(windows.map((op, i) => [`r${i}@1`, op]));
         const index = new LineageIndex();
         const text = encodeKeyStates(m, index);
         const decoded = decodeKeyStatesText('k', text, (n) => index.nameOf(n));
         // Each lineage alone (no entry to refer to): the same text before and after.
-        const alone = (ks: KeyState | undefined) =>
-          encodeKeyStates(new Map([['x@1', ks as KeyState]]), index);
+        const alone = (v: StoredState) => encodeKeyStates(new Map([['x@1', v]]), index);
         for (const [sid, ks] of m) expect(alone(decoded.get(sid))).toBe(alone(ks));
       }),
       { numRuns: 500 },
@@ -161,18 +158,18 @@ describe('checkpoint fields: equal windows written once', () => {
     ).toThrow(/refers to entry 1.5/);
     // A small window is a value: the entry that refers to it holds the same one.
     const ok = decodeKeyStatesText('k4', '[10,["a@1",null,{"k":"s","t":[0,2]}],["b@1",5,1]]');
-    const [a, b] = [...ok.values()].map((ks) => ks.op as SmallWindow);
+    const [a, b] = [...ok.values()].map((v) => opOf(v) as SmallWindow);
     expect(b?.k).toBe('w');
     expect(b?.t).toEqual([10, 12]);
     expect(b).toBe(a);
-    expect(ok.get('b@1')?.sup).toBe(5);
+    expect(supOf(ok.get('b@1'))).toBe(5);
     // A larger window is mutable: a copy of its own.
     const t = Array.from({ length: SMALL_WINDOW_MAX + 1 }, (_, i) => i);
     const big = decodeKeyStatesText(
       'k5',
       `[10,["a@1",null,{"k":"s","t":${JSON.stringify(t)}}],["b@1",null,1]]`,
     );
-    const [c, d] = [...big.values()].map((ks) => ks.op as SlidingState);
+    const [c, d] = [...big.values()].map((v) => opOf(v) as SlidingState);
     expect(d?.k).toBe('s');
     expect(d?.t).toEqual(t.map((x) => x + 10));
     expect(d?.t).not.toBe(c?.t);
@@ -182,8 +179,8 @@ describe('checkpoint fields: equal windows written once', () => {
 function expectNoSharedArrays(st: PartitionState): void {
   for (const byLineage of st.states.values()) {
     const seen = new Set<unknown>();
-    for (const ks of byLineage.values()) {
-      const s = ks.op as SlidingState | undefined;
+    for (const v of byLineage.values()) {
+      const s = opOf(v) as SlidingState | undefined;
       if (s?.k !== 's') continue;
       for (const a of [s.t, s.v, s.fs]) {
         if (a.length === 0) continue;

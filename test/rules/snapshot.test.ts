@@ -18,6 +18,7 @@ import {
   type StoredParts,
 } from '../../rules/index.js';
 import { Feed, memoryStore, ruleSetOf, writeParts } from './harness.js';
+import { opOf } from '../../rules/cep/host.js';
 import { decodeKeyStatesText, keyStatesJSON } from '../../rules/key-state-json.js';
 
 const rules = [
@@ -477,7 +478,7 @@ describe('partition snapshot and restore', () => {
     expect(decoder.decode(snapshotPartition(fromV2))).toBe(snapshot);
     // The windows really had evicted entries at their head when the checkpoint was taken.
     const heads = [...feed.state.states.values()].flatMap((m) =>
-      [...m.values()].map((ks) => (ks.op as { h?: number } | undefined)?.h ?? 0),
+      [...m.values()].map((v) => (opOf(v) as { h?: number } | undefined)?.h ?? 0),
     );
     expect(Math.max(...heads)).toBeGreaterThan(0);
   });
