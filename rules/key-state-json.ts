@@ -1,4 +1,5 @@
-import { opOf, storedState, supOf, type LineageStates } from './cep/host.js';
+import { opOf, storedState, supOf } from './cep/host.js';
+import { LineageStates } from './lineage-states.js';
 import { refsFromArray, refsToArray, type SequenceState } from './cep/sequence.js';
 import {
   NO_ENTRIES,
@@ -270,7 +271,7 @@ export function decodeKeyStates(
   const from = v3 ? 1 : 0;
   if (!Array.isArray(field) || field.length <= from)
     throw new SnapshotError(`keyed state of "${key}" is not a list of lineage states`);
-  const byLineage: LineageStates = new Map();
+  const byLineage = new LineageStates();
   const ops: unknown[] = [];
   for (let i = from; i < field.length; i++) {
     const entry = field[i];

@@ -7,7 +7,6 @@ import {
   WrappedState,
   type AlertDraft,
   type KeyState,
-  type LineageStates,
   type OperatorEvent,
   type OperatorHost,
 } from './cep/host.js';
@@ -19,6 +18,7 @@ import { RuleEvaluationError } from './errors.js';
 import { parseEvent, type InvalidReason } from './event.js';
 import { decodeKeyStatesText } from './key-state-json.js';
 import { LineageIndex } from './lineage-index.js';
+import { LineageStates } from './lineage-states.js';
 import { DEFAULT_LIMITS, type RuleLimits } from './limits.js';
 import type { RuleSet } from './rule-set.js';
 import type { Alert, EventRef } from './types.js';
@@ -274,8 +274,9 @@ let hitStates: LineageStates | undefined;
  * state is worked on at a time.
  */
 const view: KeyState = newKeyState();
-/** The map of the key in {@link view} (undefined: the key holds no state yet). */
+/** The states of the key in {@link view} (undefined: the key holds none yet), and what they held for its lineage. */
 let viewStates: LineageStates | undefined;
+let viewStored: unknown;
 
 /** Loads `rule`'s state of `key` into the view; the key counts as changed. */
 function loadState(st: PartitionState, rule: CompiledRule, key: string): KeyState {
@@ -288,6 +289,7 @@ function loadState(st: PartitionState, rule: CompiledRule, key: string): KeyStat
   }
   viewStates = byLineage;
   const v = byLineage?.get(rule.sid);
+  viewStored = v;
   view.sup = supOf(v);
   view.op = opOf(v);
   return view;
@@ -297,18 +299,23 @@ function loadState(st: PartitionState, rule: CompiledRule, key: string): KeyStat
 function saveState(st: PartitionState, rule: CompiledRule, key: string, ks: KeyState): void {
   const sid = rule.sid;
   let byLineage = viewStates;
-  viewStates = undefined;
+  const before = viewStored;
+  viewStates = viewStored = undefined;
   if (isIdle(rule, ks)) {
-    if (byLineage?.has(sid)) deleteKeyState(st, sid, key);
+    if (before !== undefined) deleteKeyState(st, sid, key);
     return;
   }
   if (byLineage === undefined) {
-    st.states.set(key, (byLineage = new Map()));
+    st.states.set(key, (byLineage = new LineageStates()));
     if (key === hitKey) hitStates = byLineage;
   }
-  const before = byLineage.get(sid);
-  if (before === undefined) st.lineageKeys.set(sid, (st.lineageKeys.get(sid) ?? 0) + 1);
-  if (ks.sup === undefined && ks.op !== undefined) {
+  if (before === undefined) {
+    st.lineageKeys.set(sid, (st.lineageKeys.get(sid) ?? 0) + 1);
+    byLineage.add(
+      sid,
+      ks.sup === undefined && ks.op !== undefined ? ks.op : new WrappedState(ks.sup, ks.op),
+    );
+  } else if (ks.sup === undefined && ks.op !== undefined) {
     if (before !== ks.op) byLineage.set(sid, ks.op);
   } else if (before instanceof WrappedState) {
     before.sup = ks.sup;

@@ -42,9 +42,6 @@ export class WrappedState implements KeyState {
  */
 export type StoredState = unknown;
 
-/** A key's states, by lineage. */
-export type LineageStates = Map<string, StoredState>;
-
 export function storedState(sup: number | undefined, op: unknown): StoredState {
   return sup === undefined && op !== undefined ? op : new WrappedState(sup, op);
 }

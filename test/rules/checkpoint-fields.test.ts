@@ -15,7 +15,8 @@ import {
 } from '../../rules/index.js';
 import type { SlidingState } from '../../rules/cep/threshold.js';
 import { SMALL_WINDOW_MAX, type SmallWindow } from '../../rules/cep/small-window.js';
-import { opOf, supOf, type LineageStates, type StoredState } from '../../rules/cep/host.js';
+import { opOf, supOf, type StoredState } from '../../rules/cep/host.js';
+import { LineageStates } from '../../rules/lineage-states.js';
 import { decodeKeyStatesText, encodeKeyStates } from '../../rules/key-state-json.js';
 import { LineageIndex } from '../../rules/lineage-index.js';
 import { eventGenerator, generateRules } from '../../bench/e2e-inputs.js';
@@ -134,12 +135,12 @@ describe('checkpoint fields: equal windows written once', () => {
     });
     fc.assert(
       fc.property(windows, (windows) => {
-        const m: LineageStates = new Map(windows.map((op, i) => [`r${i}@1`, op]));
+        const m = new LineageStates(windows.map((op, i) => [`r${i}@1`, op] as const));
         const index = new LineageIndex();
         const text = encodeKeyStates(m, index);
         const decoded = decodeKeyStatesText('k', text, (n) => index.nameOf(n));
         // Each lineage alone (no entry to refer to): the same text before and after.
-        const alone = (v: StoredState) => encodeKeyStates(new Map([['x@1', v]]), index);
+        const alone = (v: StoredState) => encodeKeyStates(new LineageStates([['x@1', v]]), index);
         for (const [sid, ks] of m) expect(alone(decoded.get(sid))).toBe(alone(ks));
       }),
       { numRuns: 500 },

@@ -1,0 +1,50 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { LineageStates } from '../../rules/lineage-states.js';
+
+// LineageStates is a Map for the partition's purposes: the same answers and the same (insertion)
+// order, which checkpoint text depends on, in its flat form and after it has become a Map.
+
+const op = fc.oneof(
+  fc.record({ k: fc.constant('set' as const), sid: fc.nat(99), v: fc.nat() }),
+  fc.record({ k: fc.constant('delete' as const), sid: fc.nat(99) }),
+  fc.record({ k: fc.constant('get' as const), sid: fc.nat(99) }),
+);
+
+describe('LineageStates', () => {
+  it('answers as a Map does, in the same order, across the change of form (random operations)', () => {
+    fc.assert(
+      fc.property(fc.array(op, { maxLength: 400 }), (ops) => {
+        const ref = new Map<string, unknown>();
+        const ls = new LineageStates();
+        for (const o of ops) {
+          const sid = `r${o.sid}@1`;
+          if (o.k === 'set') {
+            ref.set(sid, { v: o.v });
+            ls.set(sid, { v: o.v });
+          } else if (o.k === 'delete') expect(ls.delete(sid)).toBe(ref.delete(sid));
+          expect(ls.get(sid)).toEqual(ref.get(sid));
+          expect(ls.has(sid)).toBe(ref.has(sid));
+          expect(ls.size).toBe(ref.size);
+        }
+        expect([...ls]).toEqual([...ref]);
+        expect([...ls.keys()]).toEqual([...ref.keys()]);
+        expect([...ls.values()]).toEqual([...ref.values()]);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('keeps the order of a key past its flat form, a re-added lineage last', () => {
+    const ls = new LineageStates(Array.from({ length: 70 }, (_, i) => [`s${i}`, i] as const));
+    ls.delete('s3');
+    ls.set('s3', 'again');
+    ls.set('s0', 'changed');
+    const keys = [...ls.keys()];
+    expect(keys.length).toBe(70);
+    expect(keys[0]).toBe('s0');
+    expect(keys[69]).toBe('s3');
+    expect(ls.get('s0')).toBe('changed');
+    expect(ls.get('s69')).toBe(69);
+  });
+});
