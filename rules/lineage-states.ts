@@ -5,23 +5,32 @@ const MAX_FLAT = 64;
 
 /**
  * One key's states by lineage (`ruleId@epoch`), in insertion order, with the part of `Map`'s
- * interface the partition uses. A key holds a few dozen lineages (36 on average in the e2e
- * benchmark's keys): as a `Map` that was a hash table of ~1.8 KB, 50 of a state's 60 bytes, and
- * the tables a new state grew were most of what a worker's young-generation collections copied.
- * Up to {@link MAX_FLAT} lineages it is one array `[sid, state, sid, state, …]` searched in
- * order (16 bytes a state); past that, a `Map`, so that a key that meets hundreds of rules is not
+ * interface the partition uses. A key holds from one lineage to a few dozen (36 on average in the
+ * e2e benchmark's keys): as a `Map` that was a hash table of ~1.8 KB, 50 of a state's 60 bytes,
+ * and the tables a new state grew were most of what a worker's young-generation collections
+ * copied. Up to {@link MAX_FLAT} lineages it is one array `[sid, state, sid, state, …]` of its own
+ * capacity (an array grown by `push` keeps 16 spare slots, more than a one-lineage key uses),
+ * searched in order; past that, a `Map`, so that a key that meets hundreds of rules is not
  * searched linearly on every hit.
  */
 export class LineageStates {
-  private flat: unknown[] | undefined = [];
+  /** `[sid, state, …]` in its first `n` slots; undefined once `map` holds the states. */
+  private flat: unknown[] | undefined;
+  private n = 0;
   private map: Map<string, StoredState> | undefined;
+  /**
+   * Where the last search ended. The hits of an event come in rule order, and a key's lineages
+   * were added in the order its rules first met it: the next lineage asked for is nearly always
+   * at or just after the last one found, so a search starts there.
+   */
+  private hint = 0;
 
   constructor(entries?: Iterable<readonly [string, StoredState]>) {
     if (entries !== undefined) for (const [sid, v] of entries) this.set(sid, v);
   }
 
   get size(): number {
-    return this.map !== undefined ? this.map.size : (this.flat as unknown[]).length >> 1;
+    return this.map !== undefined ? this.map.size : this.n >> 1;
   }
 
   get(sid: string): StoredState {
@@ -35,35 +44,54 @@ export class LineageStates {
   }
 
   set(sid: string, v: StoredState): this {
-    if (this.map !== undefined) {
-      this.map.set(sid, v);
-      return this;
-    }
-    const a = this.flat as unknown[];
-    const i = this.at(sid);
-    if (i >= 0) a[i + 1] = v;
-    else if (a.length < 2 * MAX_FLAT) a.push(sid, v);
+    if (this.map !== undefined) this.map.set(sid, v);
     else {
-      this.map = new Map();
-      for (let j = 0; j < a.length; j += 2) this.map.set(a[j] as string, a[j + 1]);
-      this.map.set(sid, v);
-      this.flat = undefined;
+      const i = this.at(sid);
+      if (i >= 0) (this.flat as unknown[])[i + 1] = v;
+      else this.add(sid, v);
     }
     return this;
   }
 
   /** {@link set} of a lineage the key does not hold (the caller has just found it absent): no search. */
   add(sid: string, v: StoredState): void {
-    if (this.map === undefined && (this.flat as unknown[]).length < 2 * MAX_FLAT)
-      (this.flat as unknown[]).push(sid, v);
-    else this.set(sid, v);
+    if (this.map !== undefined) {
+      this.map.set(sid, v);
+      return;
+    }
+    const n = this.n;
+    let a = this.flat;
+    if (n >= 2 * MAX_FLAT) {
+      const map = new Map<string, StoredState>();
+      for (let j = 0; j < n; j += 2)
+        map.set((a as unknown[])[j] as string, (a as unknown[])[j + 1]);
+      map.set(sid, v);
+      this.map = map;
+      this.flat = undefined;
+      this.n = 0;
+      return;
+    }
+    if (a === undefined || n === a.length) {
+      // A third more room each time (at least two lineages): slack stays small.
+      const grown = new Array<unknown>(n === 0 ? 2 : n + Math.max(4, (n / 3) & ~1));
+      for (let j = 0; j < n; j++) grown[j] = (a as unknown[])[j];
+      this.flat = a = grown;
+    }
+    a[n] = sid;
+    a[n + 1] = v;
+    this.n = n + 2;
   }
 
   delete(sid: string): boolean {
     if (this.map !== undefined) return this.map.delete(sid);
     const i = this.at(sid);
     if (i < 0) return false;
-    (this.flat as unknown[]).splice(i, 2);
+    const a = this.flat as unknown[];
+    const n = this.n;
+    for (let j = i; j < n - 2; j++) a[j] = a[j + 2];
+    // Cleared, so that a state dropped is not kept alive by a slot past the end.
+    a[n - 2] = a[n - 1] = undefined;
+    this.n = n - 2;
     this.hint = 0;
     return true;
   }
@@ -73,8 +101,9 @@ export class LineageStates {
       yield* this.map;
       return;
     }
-    const a = this.flat as unknown[];
-    for (let i = 0; i < a.length; i += 2) yield [a[i] as string, a[i + 1]];
+    const a = this.flat;
+    for (let i = 0; i < this.n; i += 2)
+      yield [(a as unknown[])[i] as string, (a as unknown[])[i + 1]];
   }
 
   *keys(): IterableIterator<string> {
@@ -85,17 +114,11 @@ export class LineageStates {
     for (const [, v] of this) yield v;
   }
 
-  /**
-   * Where the last search ended. The hits of an event come in rule order, and a key's lineages
-   * were added in the order its rules first met it: the next lineage asked for is nearly always
-   * at or just after the last one found, so a search starts there.
-   */
-  private hint = 0;
-
   /** Position of `sid` in the flat array; -1 when absent. */
   private at(sid: string): number {
-    const a = this.flat as unknown[];
-    const n = a.length;
+    const a = this.flat;
+    if (a === undefined) return -1;
+    const n = this.n;
     const from = this.hint < n ? this.hint : 0;
     for (let i = from; i < n; i += 2) if (a[i] === sid) return (this.hint = i);
     for (let i = 0; i < from; i += 2) if (a[i] === sid) return (this.hint = i);

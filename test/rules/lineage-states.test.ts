@@ -42,6 +42,8 @@ describe('LineageStates', () => {
     ls.set('s0', 'changed');
     const keys = [...ls.keys()];
     expect(keys.length).toBe(70);
+    // Past 64 lineages the states are a Map.
+    expect((ls as unknown as { map?: unknown }).map).toBeInstanceOf(Map);
     expect(keys[0]).toBe('s0');
     expect(keys[69]).toBe('s3');
     expect(ls.get('s0')).toBe('changed');
