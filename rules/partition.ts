@@ -3,6 +3,7 @@ import { Heap } from './cep/heap.js';
 import {
   newKeyState,
   opOf,
+  storedState,
   supOf,
   WrappedState,
   type AlertDraft,
@@ -311,16 +312,16 @@ function saveState(st: PartitionState, rule: CompiledRule, key: string, ks: KeyS
   }
   if (before === undefined) {
     st.lineageKeys.set(sid, (st.lineageKeys.get(sid) ?? 0) + 1);
-    byLineage.add(
-      sid,
-      ks.sup === undefined && ks.op !== undefined ? ks.op : new WrappedState(ks.sup, ks.op),
-    );
-  } else if (ks.sup === undefined && ks.op !== undefined) {
-    if (before !== ks.op) byLineage.set(sid, ks.op);
-  } else if (before instanceof WrappedState) {
+    byLineage.add(sid, storedState(ks.sup, ks.op));
+  } else if (before instanceof WrappedState && (ks.sup !== undefined || ks.op === undefined)) {
+    // Still wrapped: the wrapper is reused.
     before.sup = ks.sup;
     before.op = ks.op;
-  } else byLineage.set(sid, new WrappedState(ks.sup, ks.op));
+  } else {
+    const v = storedState(ks.sup, ks.op);
+    // A mutable operator state changed in place is already there.
+    if (v !== before) byLineage.set(sid, v);
+  }
 }
 
 /** Removes one key's state in one lineage (the key is already marked dirty by whoever touched it). */
