@@ -1021,6 +1021,17 @@ async function main(): Promise<void> {
   const loadCpu = cpuMeter([nats, redis]);
   const tLoad = performance.now();
   const perChange: { ms: number; seenMs: number }[] = [];
+  // For a change over the target: each worker's partitions, fastest and slowest. A change that
+  // is slow on one worker's partitions only is that worker's (a pause, a backlog), one slow on
+  // all of them is upstream (CONTROL, the markers' round trip).
+  const slowChanges: {
+    controlSeq: number;
+    ms: number;
+    workers: Record<string, [number, number]>;
+  }[] = [];
+  const workerOf = new Map(
+    service.pool.status().flatMap((w) => w.partitions.map((p): [number, number] => [p, w.worker])),
+  );
   let timeouts = 0;
   for (let i = 0; i < CONTROLS; i++) {
     if (performance.now() - tLoad > ACTIVATION_BUDGET_MS) {
@@ -1047,6 +1058,22 @@ async function main(): Promise<void> {
       break;
     }
     perChange.push({ ms: round(done.maxMs), seenMs: performance.now() - sentAt });
+    if (done.maxMs > 100) {
+      const workers: Record<string, [number, number]> = {};
+      for (const [p, ms] of service.pool.activations.partitionTimes(ack.seq)) {
+        const w = String(workerOf.get(p) ?? '?');
+        const [lo, hi] = workers[w] ?? [Infinity, -Infinity];
+        workers[w] = [Math.min(lo, round(ms)), Math.max(hi, round(ms))];
+      }
+      slowChanges.push({ controlSeq: ack.seq, ms: round(done.maxMs), workers });
+      log(
+        `    control seq ${ack.seq} took ${round(done.maxMs)} ms; per worker, its partitions' fastest and slowest: ${Object.entries(
+          workers,
+        )
+          .map(([w, [lo, hi]]) => `worker ${w} ${lo}-${hi} ms`)
+          .join(', ')}`,
+      );
+    }
     await sleep(CONTROL_SPACING_MS - (performance.now() - sentAt));
   }
   last = await readMetrics(service);
@@ -1082,6 +1109,7 @@ async function main(): Promise<void> {
     activationPerPartitionP50Ms: partP50 === null ? null : round(partP50),
     activationPerPartitionP99Ms: partP99 === null ? null : round(partP99),
     activationObservations: observations,
+    activationSlowChanges: slowChanges,
     loadEventsPerSec: Math.round(produced.published / produced.seconds),
     loadServedRecordsPerSec: Math.round(servedRate),
     loadLagAtEnd: lagAtEnd,

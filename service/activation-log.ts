@@ -14,16 +14,22 @@ export interface Activation {
  */
 export class ActivationLog {
   private readonly applied = new Map<number, number>();
-  private readonly recent = new Map<number, { partitions: number; maxMs: number }>();
+  private readonly recent = new Map<
+    number,
+    { partitions: number; maxMs: number; times: [partition: number, ms: number][] }
+  >();
 
   constructor(private readonly keep = 256) {}
 
   /** Partition `p` applied the marker of `controlSeq`, `ms` after it was stored in CONTROL. */
   record(p: number, controlSeq: number, ms: number | undefined): void {
     if ((this.applied.get(p) ?? 0) < controlSeq) this.applied.set(p, controlSeq);
-    const a = this.recent.get(controlSeq) ?? { partitions: 0, maxMs: 0 };
+    const a = this.recent.get(controlSeq) ?? { partitions: 0, maxMs: 0, times: [] };
     a.partitions++;
-    if (ms !== undefined && ms > a.maxMs) a.maxMs = ms;
+    if (ms !== undefined) {
+      if (ms > a.maxMs) a.maxMs = ms;
+      a.times.push([p, ms]);
+    }
     this.recent.set(controlSeq, a);
     // Map order is insertion order: the oldest sequences go first.
     for (const seq of this.recent.keys()) {
@@ -45,11 +51,23 @@ export class ActivationLog {
   /** The activation of `controlSeq`, while it is among the recent ones. */
   activation(controlSeq: number): Activation | undefined {
     const a = this.recent.get(controlSeq);
-    return a === undefined ? undefined : { controlSeq, ...a };
+    return a === undefined ? undefined : { controlSeq, partitions: a.partitions, maxMs: a.maxMs };
   }
 
   /** Recent activations, oldest first. */
   activations(): Activation[] {
-    return [...this.recent].map(([controlSeq, a]) => ({ controlSeq, ...a }));
+    return [...this.recent].map(([controlSeq, a]) => ({
+      controlSeq,
+      partitions: a.partitions,
+      maxMs: a.maxMs,
+    }));
+  }
+
+  /**
+   * Each partition's time for `controlSeq` (stored in CONTROL → applied, ms), in the order they
+   * applied it: where a slow change was slow (one worker's partitions, or all of them).
+   */
+  partitionTimes(controlSeq: number): readonly (readonly [partition: number, ms: number])[] {
+    return this.recent.get(controlSeq)?.times ?? [];
   }
 }

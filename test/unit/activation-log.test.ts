@@ -10,6 +10,11 @@ describe('ActivationLog', () => {
     expect(log.appliedAt(1)).toBe(5);
     expect(log.activation(5)).toEqual({ controlSeq: 5, partitions: 2, maxMs: 40 });
     expect(log.activation(4)).toEqual({ controlSeq: 4, partitions: 1, maxMs: 3 });
+    expect(log.partitionTimes(5)).toEqual([
+      [0, 12],
+      [1, 40],
+    ]);
+    expect(log.partitionTimes(6)).toEqual([]);
     log.forget(1);
     expect(log.appliedAt(1)).toBeUndefined();
     expect(log.appliedAt(0)).toBe(5);
