@@ -158,9 +158,8 @@ export function encodeKeyStates(byLineage: LineageStates, index: LineageIndex): 
     at++;
     out += index.entryPrefix(sid);
     let op: string | undefined;
-    const state = opOf(v);
+    const s = opOf(v) as SlidingState | SmallWindow | undefined;
     const sup = supOf(v);
-    const s = state as SlidingState | SmallWindow | undefined;
     if (
       s?.k === 'w' ||
       (s?.k === 's' &&
@@ -179,7 +178,7 @@ export function encodeKeyStates(byLineage: LineageStates, index: LineageIndex): 
         writtenAt.push(String(at));
       }
     }
-    out += op ?? opText(state, base);
+    out += op ?? opText(s, base);
     out += sup === undefined ? ']' : ',' + sup + ']';
   }
   return out + ']';

@@ -288,8 +288,12 @@ function loadState(st: PartitionState, rule: CompiledRule, key: string): KeyStat
     // Whoever asks for a key's state may change it.
     st.dirty.add(key);
   }
+  return fillView(byLineage, byLineage?.get(rule.sid));
+}
+
+/** Points the view at the state `v` held in `byLineage` (both undefined when there is none yet). */
+function fillView(byLineage: LineageStates | undefined, v: unknown): KeyState {
   viewStates = byLineage;
-  const v = byLineage?.get(rule.sid);
   viewStored = v;
   view.sup = supOf(v);
   view.op = opOf(v);
@@ -662,8 +666,11 @@ function fireTimers(st: PartitionState, upTo: number, h: OperatorHost): void {
     const rule = lineageRule(st, t.ruleId, t.epoch);
     // A deleted or reset lineage has no state left; a paused rule's due state is dropped without alerts.
     if (rule === undefined) continue;
-    if (statesOf(st, t.key)?.has(rule.sid) !== true) continue;
-    const ks = loadState(st, rule, t.key);
+    const byLineage = statesOf(st, t.key);
+    const stored = byLineage?.get(rule.sid);
+    if (stored === undefined) continue;
+    st.dirty.add(t.key);
+    const ks = fillView(byLineage, stored);
     const p = rule.pattern;
     const emit = !rule.paused;
     if (p?.kind === 'threshold') thresholdTimer(rule, p, ks, t.key, t.time, h, emit);
