@@ -110,7 +110,7 @@ export function opFromJSON(op: unknown, base: number): unknown {
 
 export function keyStatesJSON(byLineage: LineageStates): LineageStateJSON[] {
   const out: LineageStateJSON[] = [];
-  for (const [sid, v] of byLineage) out.push([sid, supOf(v) ?? null, opToJSON(opOf(v))]);
+  byLineage.forEach((v, sid) => out.push([sid, supOf(v) ?? null, opToJSON(opOf(v))]));
   return out;
 }
 
@@ -121,17 +121,21 @@ export function keyStatesJSON(byLineage: LineageStates): LineageStateJSON[] {
  */
 function fieldBase(byLineage: LineageStates): number {
   let base: number | undefined;
-  for (const v of byLineage.values()) {
+  let absolute = false;
+  byLineage.forEach((v) => {
     const s = opOf(v) as SlidingState | SmallWindow | undefined;
-    if (s?.k !== 's' && s?.k !== 'w') continue;
+    if (absolute || (s?.k !== 's' && s?.k !== 'w')) return;
     for (let i = s.k === 's' ? s.h : 0; i < s.t.length; i++) {
       const t = s.t[i] as number;
       base ??= t;
       // Safe integers of opposite signs can be more than 2^53 apart.
-      if (!Number.isSafeInteger(t) || !Number.isSafeInteger(t - base)) return 0;
+      if (!Number.isSafeInteger(t) || !Number.isSafeInteger(t - base)) {
+        absolute = true;
+        return;
+      }
     }
-  }
-  return base ?? 0;
+  });
+  return absolute ? 0 : (base ?? 0);
 }
 
 /**
@@ -154,7 +158,7 @@ export function encodeKeyStates(byLineage: LineageStates, index: LineageIndex): 
   const written: (SlidingState | SmallWindow)[] = [];
   const writtenAt: string[] = [];
   let at = 0;
-  for (const [sid, v] of byLineage) {
+  byLineage.forEach((v, sid) => {
     at++;
     out += index.entryPrefix(sid);
     let op: string | undefined;
@@ -180,7 +184,7 @@ export function encodeKeyStates(byLineage: LineageStates, index: LineageIndex): 
     }
     out += op ?? opText(s, base);
     out += sup === undefined ? ']' : ',' + sup + ']';
-  }
+  });
   return out + ']';
 }
 

@@ -244,7 +244,7 @@ function decodeRaw(st: PartitionState, key: string): LineageStates | undefined {
 
 /** Puts a key's decoded states (every lineage of the key) into the partition. */
 export function putKeyStates(st: PartitionState, key: string, byLineage: LineageStates): void {
-  for (const sid of byLineage.keys()) st.lineageKeys.set(sid, (st.lineageKeys.get(sid) ?? 0) + 1);
+  byLineage.forEach((_, sid) => st.lineageKeys.set(sid, (st.lineageKeys.get(sid) ?? 0) + 1));
   st.states.set(key, byLineage);
 }
 

@@ -30,6 +30,9 @@ describe('LineageStates', () => {
         expect([...ls]).toEqual([...ref]);
         expect([...ls.keys()]).toEqual([...ref.keys()]);
         expect([...ls.values()]).toEqual([...ref.values()]);
+        const walked: [string, unknown][] = [];
+        ls.forEach((v, sid) => walked.push([sid, v]));
+        expect(walked).toEqual([...ref]);
       }),
       { numRuns: 300 },
     );
