@@ -52,6 +52,7 @@ import {
   partitionFilter,
   resolveOptions,
   ensureServersInstalled,
+  GC_REPORT_MS,
   startNats,
   startRedis,
   Streams,
@@ -1020,6 +1021,7 @@ async function main(): Promise<void> {
   const eventsBefore = sumOf(last, 'vigil_events_total');
   const loadCpu = cpuMeter([nats, redis]);
   const tLoad = performance.now();
+  const tLoadWall = Date.now();
   const perChange: { ms: number; seenMs: number }[] = [];
   // For a change over the target: each worker's partitions, fastest and slowest. A change that
   // is slow on one worker's partitions only is that worker's (a pause, a backlog), one slow on
@@ -1028,6 +1030,8 @@ async function main(): Promise<void> {
     controlSeq: number;
     ms: number;
     workers: Record<string, [number, number]>;
+    /** Each worker's GC pauses of at least GC_REPORT_MS from 250 ms before the change until it was applied: [kind, ms, start relative to the publish]. */
+    gcPauses: Record<string, [string, number, number][]>;
   }[] = [];
   const workerOf = new Map(
     service.pool.status().flatMap((w) => w.partitions.map((p): [number, number] => [p, w.worker])),
@@ -1039,6 +1043,7 @@ async function main(): Promise<void> {
       break;
     }
     const sentAt = performance.now();
+    const sentAtWall = Date.now();
     const pattern = { ...(probeRule.pattern as object), value: 1000 + i };
     const body = JSON.stringify({ op: 'upsert-rule', rule: { ...probeRule, pattern } });
     const ack = await js.publish(CONTROL_SUBJECT, body);
@@ -1065,12 +1070,20 @@ async function main(): Promise<void> {
         const [lo, hi] = workers[w] ?? [Infinity, -Infinity];
         workers[w] = [Math.min(lo, round(ms)), Math.max(hi, round(ms))];
       }
-      slowChanges.push({ controlSeq: ack.seq, ms: round(done.maxMs), workers });
+      const gcPauses: Record<string, [string, number, number][]> = {};
+      for (const w of Object.keys(workers))
+        gcPauses[w] = service.pool.gcPauses
+          .between(Number(w), sentAtWall - 250, sentAtWall + done.maxMs)
+          .map((g) => [g.kind, round(g.ms), Math.round(g.at - sentAtWall)]);
+      slowChanges.push({ controlSeq: ack.seq, ms: round(done.maxMs), workers, gcPauses });
       log(
-        `    control seq ${ack.seq} took ${round(done.maxMs)} ms; per worker, its partitions' fastest and slowest: ${Object.entries(
+        `    control seq ${ack.seq} took ${round(done.maxMs)} ms; per worker, its partitions' fastest and slowest, and its GC pauses ≥ ${GC_REPORT_MS} ms from 250 ms before: ${Object.entries(
           workers,
         )
-          .map(([w, [lo, hi]]) => `worker ${w} ${lo}-${hi} ms`)
+          .map(
+            ([w, [lo, hi]]) =>
+              `worker ${w} ${lo}-${hi} ms${(gcPauses[w] ?? []).map(([k, ms, at]) => ` (${k} ${ms} ms at ${at >= 0 ? '+' : ''}${at} ms)`).join('')}`,
+          )
           .join(', ')}`,
       );
     }
@@ -1078,6 +1091,15 @@ async function main(): Promise<void> {
   }
   last = await readMetrics(service);
   const loadSeconds = (performance.now() - tLoad) / 1000;
+  // Every worker's long GC pauses while the changes ran, by kind: how often a change can meet one.
+  const gcUnderLoad: Record<string, { count: number; totalMs: number; maxMs: number }> = {};
+  for (let w = 0; w < WORKERS; w++)
+    for (const g of service.pool.gcPauses.between(w, tLoadWall, Date.now())) {
+      const k = (gcUnderLoad[g.kind] ??= { count: 0, totalMs: 0, maxMs: 0 });
+      k.count++;
+      k.totalMs = round(k.totalMs + g.ms);
+      k.maxMs = Math.max(k.maxMs, round(g.ms));
+    }
   const histLast = buckets(last, 'vigil_activation_seconds');
   const servedRate = (sumOf(last, 'vigil_events_total') - eventsBefore) / loadSeconds;
   // Under load the bench also produces: its process holds the producer and the service.
@@ -1110,12 +1132,20 @@ async function main(): Promise<void> {
     activationPerPartitionP99Ms: partP99 === null ? null : round(partP99),
     activationObservations: observations,
     activationSlowChanges: slowChanges,
+    gcPausesUnderLoad: gcUnderLoad,
     loadEventsPerSec: Math.round(produced.published / produced.seconds),
     loadServedRecordsPerSec: Math.round(servedRate),
     loadLagAtEnd: lagAtEnd,
   });
   log(
     `    producer published ${fmt(produced.published)} events in ${produced.seconds.toFixed(1)} s (${fmt(produced.published / produced.seconds)}/s); the service read ${fmt(servedRate)} records/s meanwhile, consumer lag at the end ${fmt(lagAtEnd)}`,
+  );
+  log(
+    `    worker GC pauses ≥ ${GC_REPORT_MS} ms meanwhile: ${
+      Object.entries(gcUnderLoad)
+        .map(([k, g]) => `${k} ${g.count} (${g.totalMs} ms in all, longest ${g.maxMs} ms)`)
+        .join(', ') || 'none'
+    }`,
   );
   log(
     `    activation, all ${PARTITIONS} partitions (slowest partition): p50 ${p50} ms, p99 ${p99} ms, max ${uppers[uppers.length - 1]} ms; per change: ${perChange.map((c) => c.ms).join(' ')}`,

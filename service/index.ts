@@ -49,5 +49,6 @@ export {
   tickSubject,
 } from './subjects.js';
 export { ActivationLog, type Activation } from './activation-log.js';
+export { GC_REPORT_MS, GcKind, GcPauseLog, watchGcPauses, type GcPause } from './gc-pauses.js';
 export { stopOnSignals } from './stop-on-signals.js';
 export { assignPartitions, WorkerPool, type Logger } from './worker-pool.js';

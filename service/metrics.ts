@@ -67,6 +67,13 @@ export class WorkerMetrics {
     labelNames: ['partition'],
     registers: [this.registry],
   });
+  readonly gcPause = new Histogram({
+    name: 'vigil_gc_pause_seconds',
+    help: 'Garbage-collection pauses of each worker thread, by kind (minor, major, incremental, weak-callbacks); a worker applies no marker and judges no event meanwhile',
+    labelNames: ['worker', 'kind'],
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+    registers: [this.registry],
+  });
   readonly controlSeen = new Gauge({
     name: 'vigil_control_seq_seen',
     help: 'Highest CONTROL sequence this worker has read',

@@ -2,6 +2,7 @@ import { Worker } from 'node:worker_threads';
 import { AggregatorRegistry, type Registry } from 'prom-client';
 import { ActivationLog } from './activation-log.js';
 import type { VigilOptions } from './config.js';
+import { GcPauseLog } from './gc-pauses.js';
 import type { FromWorker, PartitionStartTimings, ToWorker, WorkerInit } from './worker-protocol.js';
 
 /**
@@ -111,6 +112,8 @@ export class WorkerPool {
   private readonly stops = new Map<number, PendingStop[]>();
   /** Control sequence applied per partition, and recent activation times, as workers report them. */
   readonly activations = new ActivationLog();
+  /** Recent long garbage-collection pauses of each worker (by worker index). */
+  readonly gcPauses = new GcPauseLog();
   /** A worker stopped a partition by itself because its checkpoint was fenced (the lease is gone). */
   onFenced: (p: number) => void = () => {};
   /**
@@ -284,6 +287,7 @@ export class WorkerPool {
         }
       } else if (m.op === 'applied')
         this.activations.record(m.partition, m.controlSeq, m.activationMs);
+      else if (m.op === 'gc-pause') this.gcPauses.record(s.index, m.pause);
       else if (m.op === 'log') this.log(m.level, m.message);
       else if (m.op === 'metrics') {
         this.pending.get(m.id)?.(m.metrics);

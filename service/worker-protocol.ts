@@ -2,6 +2,7 @@
  * The messages between the main thread (worker-pool.ts) and a worker thread (worker.ts), and what
  * a worker is started with. Kept apart so the pool depends on the protocol, not on the thread's code.
  */
+import type { GcPause } from './gc-pauses.js';
 import type { VigilOptions } from './config.js';
 
 /** A partition the main thread hands a worker, with the fencing token of its lease (0: no leases). */
@@ -71,4 +72,6 @@ export type FromWorker =
       /** A final checkpoint covers everything the partition processed. */
       readonly checkpointed: boolean;
     }
+  /** A garbage-collection pause of the worker of at least `GC_REPORT_MS`. */
+  | { readonly op: 'gc-pause'; readonly pause: GcPause }
   | { readonly op: 'log'; readonly level: 'info' | 'warn' | 'error'; readonly message: string };

@@ -2,6 +2,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { connect } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { ControlFollower, type ControlEvent } from './control-follower.js';
+import { GC_REPORT_MS, watchGcPauses } from './gc-pauses.js';
 import { WorkerMetrics } from './metrics.js';
 import { PartitionRunner } from './partition-runner.js';
 import { RedisCheckpointStore } from './checkpoint-store.js';
@@ -49,6 +50,10 @@ async function main(init: WorkerInit): Promise<void> {
   const w = String(init.index);
   metrics.ready.set({ worker: w }, 0);
   metrics.leasesHeld.set({ worker: w }, 0);
+  const stopWatchingGc = watchGcPauses((pause) => {
+    metrics.gcPause.observe({ worker: w, kind: pause.kind }, pause.ms / 1000);
+    if (pause.ms >= GC_REPORT_MS) post({ op: 'gc-pause', pause });
+  });
 
   const owned = new Map<number, Owned>();
   // Starts and stops of one partition run in the order they arrive; partitions run side by side.
@@ -371,6 +376,7 @@ async function main(init: WorkerInit): Promise<void> {
   async function stopAll(): Promise<void> {
     stopTicks();
     stopCheckpoints();
+    stopWatchingGc();
     if (seqsTimer) clearInterval(seqsTimer);
     metrics.ready.set({ worker: w }, 0);
     // A last checkpoint of every partition on a clean stop, so the next owner replays nothing.

@@ -475,6 +475,18 @@ const partitions = dashboard(
       ],
     },
     {
+      title: 'Worker garbage-collection pauses',
+      description:
+        "Share of each worker thread's time stopped by its garbage collector, by kind (major: whole heap). A worker applies no marker while it is stopped: a slow rule activation on one worker's partitions often meets a major pause.",
+      unit: 'percentunit',
+      targets: [
+        {
+          expr: `sum by (worker, kind) (rate(vigil_gc_pause_seconds_sum{${I}}[${RATE}]))`,
+          legend: 'worker {{worker}} {{kind}}',
+        },
+      ],
+    },
+    {
       title: 'Worker restarts, last hour',
       description:
         'Worker threads that died and were restarted (their partitions replay from checkpoints).',

@@ -62,6 +62,8 @@ describe('the service end to end (real nats-server)', () => {
     const text = await (await fetch(`${service.url}/metrics`)).text();
     expect(text).toContain('vigil_worker_ready');
     expect(text).toContain('process_cpu_user_seconds_total');
+    // Each worker's collector pauses, merged like the other worker metrics.
+    expect(text).toContain('# TYPE vigil_gc_pause_seconds histogram');
   });
 
   it('judges events by the rule in force, and a change takes effect from its marker on', async () => {
