@@ -1,4 +1,4 @@
-import { opOf, storedState, supOf } from './cep/host.js';
+import { opOf, storedState, supOf, type StoredState } from './cep/host.js';
 import { LineageStates } from './lineage-states.js';
 import { refsFromArray, refsToArray, type SequenceState } from './cep/sequence.js';
 import {
@@ -120,22 +120,32 @@ export function keyStatesJSON(byLineage: LineageStates): LineageStateJSON[] {
  * integer, so that `base + (t - base)` gives `t` back exactly.
  */
 function fieldBase(byLineage: LineageStates): number {
-  let base: number | undefined;
-  let absolute = false;
-  byLineage.forEach((v) => {
-    const s = opOf(v) as SlidingState | SmallWindow | undefined;
-    if (absolute || (s?.k !== 's' && s?.k !== 'w')) return;
-    for (let i = s.k === 's' ? s.h : 0; i < s.t.length; i++) {
-      const t = s.t[i] as number;
-      base ??= t;
-      // Safe integers of opposite signs can be more than 2^53 apart.
-      if (!Number.isSafeInteger(t) || !Number.isSafeInteger(t - base)) {
-        absolute = true;
-        return;
-      }
+  baseScan.fill(0);
+  byLineage.forEach(scanBase);
+  return baseScan[2] === 1 ? 0 : (baseScan[1] as number);
+}
+
+/**
+ * {@link fieldBase}'s walk: `[found, base, absolute]`. In a typed array and a function made once:
+ * a closure that kept the base would allocate itself and a heap number per key, and checkpoints
+ * take this walk for every changed key.
+ */
+const baseScan = new Float64Array(3);
+function scanBase(v: StoredState): void {
+  const s = opOf(v) as SlidingState | SmallWindow | undefined;
+  if (baseScan[2] === 1 || (s?.k !== 's' && s?.k !== 'w')) return;
+  for (let i = s.k === 's' ? s.h : 0; i < s.t.length; i++) {
+    const t = s.t[i] as number;
+    if (baseScan[0] === 0) {
+      baseScan[0] = 1;
+      baseScan[1] = t;
     }
-  });
-  return absolute ? 0 : (base ?? 0);
+    // Safe integers of opposite signs can be more than 2^53 apart.
+    if (!Number.isSafeInteger(t) || !Number.isSafeInteger(t - (baseScan[1] as number))) {
+      baseScan[2] = 1;
+      return;
+    }
+  }
 }
 
 /**

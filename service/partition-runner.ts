@@ -193,7 +193,8 @@ export class PartitionRunner {
   }
 
   private flushMatches(): void {
-    for (const [rule, n] of this.matches) this.d.metrics.ruleMatches.inc({ rule }, n);
+    const counter = this.d.metrics.ruleMatches;
+    this.matches.forEach((n, rule) => counter.inc({ rule }, n));
     this.matches.clear();
   }
 
@@ -299,9 +300,18 @@ export class PartitionRunner {
   /** Counts what a record produced, and publishes it; nothing to publish (the usual case): no promise. */
   private emit(r: LogRecord, out: ProcessResult): Promise<void> | undefined {
     const metrics = this.d.metrics;
-    for (const id of out.matched) this.matches.set(id, (this.matches.get(id) ?? 0) + 1);
-    for (const o of out.overflows)
+    // Indexed loops: an empty list is the rules core's one frozen array, and `for…of` over a
+    // frozen array allocates an iterator and its results: two lists per record came to ~4% of
+    // what a worker allocated in bench:e2e (sampling heap profiler).
+    const { matched, overflows } = out;
+    for (let i = 0; i < matched.length; i++) {
+      const id = matched[i] as string;
+      this.matches.set(id, (this.matches.get(id) ?? 0) + 1);
+    }
+    for (let i = 0; i < overflows.length; i++) {
+      const o = overflows[i] as ProcessResult['overflows'][number];
       metrics.overflows.inc({ rule: o.ruleId, limit: o.limit }, o.dropped);
+    }
     if (out.suppressed > 0) metrics.suppressed.inc(out.suppressed);
     if (
       out.alerts.length === 0 &&
