@@ -129,6 +129,11 @@ const RAMP_GRACE_MS = 300;
  * nothing, unlike /metrics (~15 ms of worker CPU per read with 1,000 rules).
  */
 const ACTIVATION_POLL_MS = 5;
+/**
+ * A slow change is shown with its workers' GC pauses from this long before it was published: a
+ * pause just before leaves a backlog that the marker then waits behind.
+ */
+const GC_LEAD_MS = 250;
 /** A change not applied on every partition by then counts as taking this long, and (c) ends. */
 const ACTIVATION_TIMEOUT_MS = 30_000;
 /** No new change after (c) has run this long (an overloaded service makes each change slow). */
@@ -1025,14 +1030,20 @@ async function main(): Promise<void> {
   const perChange: { ms: number; seenMs: number }[] = [];
   // For a change over the target: each worker's partitions, fastest and slowest. A change that
   // is slow on one worker's partitions only is that worker's (a pause, a backlog), one slow on
-  // all of them is upstream (CONTROL, the markers' round trip).
+  // all of them is upstream (CONTROL, the markers' round trip). An unknown worker is '?'.
   const slowChanges: {
     controlSeq: number;
     ms: number;
     workers: Record<string, [number, number]>;
-    /** Each worker's GC pauses of at least GC_REPORT_MS from 250 ms before the change until it was applied: [kind, ms, start relative to the publish]. */
+    /**
+     * Each worker's GC pauses of at least GC_REPORT_MS from {@link GC_LEAD_MS} before the publish
+     * until the change was seen applied: [kind, ms, start relative to the publish].
+     */
     gcPauses: Record<string, [string, number, number][]>;
   }[] = [];
+  // Read once the changes are done: a worker reports a pause a turn of its event loop after it,
+  // so the pause behind a slow partition may arrive after that partition's application.
+  const slowWindows: { from: number; to: number; sentAtWall: number }[] = [];
   const workerOf = new Map(
     service.pool.status().flatMap((w) => w.partitions.map((p): [number, number] => [p, w.worker])),
   );
@@ -1070,27 +1081,30 @@ async function main(): Promise<void> {
         const [lo, hi] = workers[w] ?? [Infinity, -Infinity];
         workers[w] = [Math.min(lo, round(ms)), Math.max(hi, round(ms))];
       }
-      const gcPauses: Record<string, [string, number, number][]> = {};
-      for (const w of Object.keys(workers))
-        gcPauses[w] = service.pool.gcPauses
-          .between(Number(w), sentAtWall - 250, sentAtWall + done.maxMs)
-          .map((g) => [g.kind, round(g.ms), Math.round(g.at - sentAtWall)]);
-      slowChanges.push({ controlSeq: ack.seq, ms: round(done.maxMs), workers, gcPauses });
-      log(
-        `    control seq ${ack.seq} took ${round(done.maxMs)} ms; per worker, its partitions' fastest and slowest, and its GC pauses ≥ ${GC_REPORT_MS} ms from 250 ms before: ${Object.entries(
-          workers,
-        )
-          .map(
-            ([w, [lo, hi]]) =>
-              `worker ${w} ${lo}-${hi} ms${(gcPauses[w] ?? []).map(([k, ms, at]) => ` (${k} ${ms} ms at ${at >= 0 ? '+' : ''}${at} ms)`).join('')}`,
-          )
-          .join(', ')}`,
-      );
+      slowChanges.push({ controlSeq: ack.seq, ms: round(done.maxMs), workers, gcPauses: {} });
+      slowWindows.push({ from: sentAtWall - GC_LEAD_MS, to: Date.now(), sentAtWall });
     }
     await sleep(CONTROL_SPACING_MS - (performance.now() - sentAt));
   }
   last = await readMetrics(service);
   const loadSeconds = (performance.now() - tLoad) / 1000;
+  slowChanges.forEach((c, i) => {
+    const { from, to, sentAtWall } = slowWindows[i] as (typeof slowWindows)[number];
+    for (const w of Object.keys(c.workers))
+      c.gcPauses[w] = service.pool.gcPauses
+        .between(Number(w), from, to)
+        .map((g) => [g.kind, round(g.ms), Math.round(g.at - sentAtWall)]);
+    log(
+      `    control seq ${c.controlSeq} took ${c.ms} ms; per worker, its partitions' fastest and slowest, and its GC pauses ≥ ${GC_REPORT_MS} ms from ${GC_LEAD_MS} ms before: ${Object.entries(
+        c.workers,
+      )
+        .map(
+          ([w, [lo, hi]]) =>
+            `worker ${w} ${lo}-${hi} ms${(c.gcPauses[w] ?? []).map(([k, ms, at]) => ` (${k} ${ms} ms at ${at >= 0 ? '+' : ''}${at} ms)`).join('')}`,
+        )
+        .join(', ')}`,
+    );
+  });
   // Every worker's long GC pauses while the changes ran, by kind: how often a change can meet one.
   const gcUnderLoad: Record<string, { count: number; totalMs: number; maxMs: number }> = {};
   for (let w = 0; w < WORKERS; w++)

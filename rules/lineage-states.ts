@@ -104,7 +104,7 @@ export class LineageStates {
    */
   forEach(fn: (state: StoredState, sid: string) => void): void {
     if (this.map !== undefined) {
-      this.map.forEach(fn);
+      this.map.forEach((v, sid) => fn(v, sid));
       return;
     }
     const a = this.flat;

@@ -69,7 +69,7 @@ export class WorkerMetrics {
   });
   readonly gcPause = new Histogram({
     name: 'vigil_gc_pause_seconds',
-    help: 'Garbage-collection pauses of each worker thread, by kind (minor, major, incremental, weak-callbacks); a worker applies no marker and judges no event meanwhile',
+    help: 'Garbage-collection pauses of each worker thread, by kind (minor, major, incremental, weakcb); the worker judges no event and applies no marker meanwhile',
     labelNames: ['worker', 'kind'],
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
     registers: [this.registry],

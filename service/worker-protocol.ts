@@ -2,8 +2,8 @@
  * The messages between the main thread (worker-pool.ts) and a worker thread (worker.ts), and what
  * a worker is started with. Kept apart so the pool depends on the protocol, not on the thread's code.
  */
-import type { GcPause } from './gc-pauses.js';
 import type { VigilOptions } from './config.js';
+import type { GcPause } from './gc-pauses.js';
 
 /** A partition the main thread hands a worker, with the fencing token of its lease (0: no leases). */
 export interface PartitionGrant {

@@ -376,7 +376,6 @@ async function main(init: WorkerInit): Promise<void> {
   async function stopAll(): Promise<void> {
     stopTicks();
     stopCheckpoints();
-    stopWatchingGc();
     if (seqsTimer) clearInterval(seqsTimer);
     metrics.ready.set({ worker: w }, 0);
     // A last checkpoint of every partition on a clean stop, so the next owner replays nothing.
@@ -397,6 +396,7 @@ async function main(init: WorkerInit): Promise<void> {
     await control.stop();
     await publisher.flush();
     await nc.drain();
+    stopWatchingGc();
     post({ op: 'stopped' });
     port.close();
   }

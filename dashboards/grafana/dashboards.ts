@@ -477,12 +477,12 @@ const partitions = dashboard(
     {
       title: 'Worker garbage-collection pauses',
       description:
-        "Share of each worker thread's time stopped by its garbage collector, by kind (major: whole heap). A worker applies no marker while it is stopped: a slow rule activation on one worker's partitions often meets a major pause.",
+        "Share of each worker thread's time stopped by its garbage collector, by kind (minor: young generation; major: whole heap). A worker applies no marker while it is stopped: a rule activation slow on one worker's partitions only often met one of its long pauses (bench/README.md).",
       unit: 'percentunit',
       targets: [
         {
-          expr: `sum by (worker, kind) (rate(vigil_gc_pause_seconds_sum{${I}}[${RATE}]))`,
-          legend: 'worker {{worker}} {{kind}}',
+          expr: `sum by (instance, worker, kind) (rate(vigil_gc_pause_seconds_sum{${I}}[${RATE}]))`,
+          legend: '{{instance}} worker {{worker}} {{kind}}',
         },
       ],
     },

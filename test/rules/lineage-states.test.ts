@@ -50,6 +50,9 @@ describe('LineageStates', () => {
     expect(keys[0]).toBe('s0');
     expect(keys[69]).toBe('s3');
     expect(ls.get('s0')).toBe('changed');
+    const walked: string[] = [];
+    ls.forEach((_, sid) => walked.push(sid));
+    expect(walked).toEqual(keys);
     expect(ls.get('s69')).toBe(69);
   });
 });

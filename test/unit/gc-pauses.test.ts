@@ -49,9 +49,12 @@ describe('GcPauseLog', () => {
     expect(log.between(2, 0, 1000)).toEqual([]);
   });
 
-  it('keeps only the most recent pauses', () => {
+  it('keeps only the most recent pauses of each worker', () => {
     const log = new GcPauseLog(2);
+    log.record(1, pause(50, 10));
     for (let i = 0; i < 5; i++) log.record(0, pause(i * 100, 10));
     expect(log.between(0, 0, 1000).map((p) => p.at)).toEqual([300, 400]);
+    // Another worker's pauses do not push these out.
+    expect(log.between(1, 0, 1000).map((p) => p.at)).toEqual([50]);
   });
 });
