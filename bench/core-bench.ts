@@ -10,7 +10,7 @@
  *                                         parts every N events (what the service serialises)
  *
  * `npm run bench:core` gives V8 the young generation the service gives its worker threads
- * (`workerYoungGenerationMb`, 384 MB: `--max-semi-space-size=128`). The partition uses the
+ * (`workerYoungGenerationMb`, 128 MB: a semi-space of a third of it, `--max-semi-space-size=43`). The partition uses the
  * service's default out-of-orderness (`--out-of-order-ms`, 1000), so events wait in the reorder
  * buffer as they do there.
  *

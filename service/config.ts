@@ -17,10 +17,14 @@ export interface VigilOptions {
   /** Worker threads W of this process. Default: the number of cores. */
   readonly workers: number;
   /**
-   * Young generation of each worker thread's heap, in MB (V8's new space). Default 384. A worker
+   * Young generation of each worker thread's heap, in MB (V8's new space). Default 128. A worker
    * keeps much of what it allocates for a while (reorder buffer, window entries, checkpoint
-   * text): with V8's default of 48 MB most of it is copied by several scavenges, which took about
-   * a third of the rules core's time in `bench:core`; 384 MB made it about 1.5x faster there.
+   * text): with V8's default of 48 MB most of it was copied by several scavenges (a third of the
+   * rules core's time in `bench:core` once). Larger is not better: a scavenge, and a whole-heap
+   * collection's final pause, grow with what the young generation holds, and a worker judges no
+   * event and applies no marker meanwhile. In `bench:e2e` (four pairs of runs against 384 MB) the
+   * longest scavenge under load was 34-40 ms against 47-114 ms, and throughput was the same or
+   * better (bench/README.md).
    */
   readonly workerYoungGenerationMb: number;
   /** Bounded out-of-orderness of event time, in ms. Default 1000. */
@@ -68,7 +72,7 @@ export const DEFAULT_OPTIONS: Omit<VigilOptions, 'limits' | 'workers'> = Object.
   httpHost: '127.0.0.1',
   httpPort: 8080,
   partitions: 16,
-  workerYoungGenerationMb: 384,
+  workerYoungGenerationMb: 128,
   outOfOrderMs: 1000,
   tickIntervalMs: 1000,
   quarantineAfterErrors: 100,
