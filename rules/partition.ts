@@ -133,7 +133,12 @@ export interface PartitionState {
   readonly buffer: Heap<Buffered>;
   /** Rule sets still referenced by buffered events, with their counts (the current one included). */
   readonly tags: Map<RuleSet, number>;
-  /** Buffered hits per lineage: a lineage the current rules no longer use lives while hits wait for it. */
+  /**
+   * Hits per lineage of the buffered events judged under an earlier rule set than the current
+   * one: a lineage the current rules no longer use lives while such hits wait for it. Events
+   * judged under the current rule set are not counted (their lineages are the current rules'):
+   * counting every hit of every event cost two map updates per hit.
+   */
   readonly hitCounts: Map<string, number>;
   /** Keys whose state (in any lineage) changed since the last checkpoint delta. */
   readonly dirty: Set<string>;
@@ -594,11 +599,17 @@ function release(st: PartitionState, h: OperatorHost): void {
   fireTimers(st, st.watermark, h);
 }
 
-/** Counts a buffered event's rule set and lineages as in use. */
+/** Counts a buffered event's rule set as in use, and its lineages when that is not the current rule set (see `hitCounts`). */
 export function tag(st: PartitionState, b: Buffered): void {
   st.tags.set(b.ruleSet, (st.tags.get(b.ruleSet) ?? 0) + 1);
-  for (const rule of b.hits.rules) {
-    const sid = rule.sid;
+  if (b.ruleSet !== st.ruleSet) countHits(st, b);
+}
+
+/** Adds a buffered event's hits to `hitCounts`. */
+function countHits(st: PartitionState, b: Buffered): void {
+  const rules = b.hits.rules;
+  for (let i = 0; i < rules.length; i++) {
+    const sid = (rules[i] as CompiledRule).sid;
     st.hitCounts.set(sid, (st.hitCounts.get(sid) ?? 0) + 1);
   }
 }
@@ -608,6 +619,7 @@ function untag(st: PartitionState, b: Buffered): void {
   const left = (st.tags.get(b.ruleSet) ?? 1) - 1;
   if (left > 0) st.tags.set(b.ruleSet, left);
   else st.tags.delete(b.ruleSet);
+  if (b.ruleSet === st.ruleSet) return;
   for (const rule of b.hits.rules) {
     const sid = rule.sid;
     const n = (st.hitCounts.get(sid) ?? 1) - 1;
@@ -703,6 +715,9 @@ function onMarker(
   const previous = st.ruleSet;
   st.ruleSet = rec.ruleSet;
   out.applied = rec.ruleSet.controlSeq;
+  // The events judged under the rule set that was current now hold their lineages by count.
+  if (st.tags.has(previous))
+    for (const b of st.buffer.unordered()) if (b.ruleSet === previous) countHits(st, b);
   collectLineages(st, previous);
 }
 
