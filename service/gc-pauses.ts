@@ -6,7 +6,7 @@ export const GcKind = {
   minor: 'minor',
   /** Whole heap (mark-compact): its final, stop-the-world part; the marking before it runs in steps. */
   major: 'major',
-  /** A step of incremental marking done on the thread itself. */
+  /** Incremental marking, as V8 reports it to Node (not each of its many small steps). */
   incremental: 'incremental',
   /** Weak-reference callbacks after a collection. */
   weakcb: 'weakcb',
@@ -24,8 +24,8 @@ export interface GcPause {
 
 /**
  * Pauses at least this long are reported by a worker to the main thread ({@link GcPauseLog}):
- * a marker that meets a shorter one is still within the activation target many times over, and
- * a worker scavenges several times a second under load.
+ * a shorter one is a tenth of the activation target or less, and a worker under load scavenges
+ * about once a second: the short ones would only be noise.
  */
 export const GC_REPORT_MS = 10;
 
