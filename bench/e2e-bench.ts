@@ -1037,13 +1037,14 @@ async function main(): Promise<void> {
     workers: Record<string, [number, number]>;
     /**
      * Each worker's GC pauses of at least GC_REPORT_MS from {@link GC_LEAD_MS} before the publish
-     * until the change was seen applied: [kind, ms, start relative to the publish].
+     * until the change was seen applied: [kind, ms, start relative to the publish]. Read once
+     * the changes are done: a worker reports a pause a turn of its event loop after it, so the
+     * pause behind a slow partition may arrive after that partition's application.
      */
     gcPauses: Record<string, [string, number, number][]>;
   }[] = [];
-  // Read once the changes are done: a worker reports a pause a turn of its event loop after it,
-  // so the pause behind a slow partition may arrive after that partition's application.
-  const slowWindows: { from: number; to: number; sentAtWall: number }[] = [];
+  /** When each slow change was published and seen applied (wall clock), by its index in slowChanges. */
+  const slowWindows: { sentAtWall: number; seenAtWall: number }[] = [];
   const workerOf = new Map(
     service.pool.status().flatMap((w) => w.partitions.map((p): [number, number] => [p, w.worker])),
   );
@@ -1082,17 +1083,17 @@ async function main(): Promise<void> {
         workers[w] = [Math.min(lo, round(ms)), Math.max(hi, round(ms))];
       }
       slowChanges.push({ controlSeq: ack.seq, ms: round(done.maxMs), workers, gcPauses: {} });
-      slowWindows.push({ from: sentAtWall - GC_LEAD_MS, to: Date.now(), sentAtWall });
+      slowWindows.push({ sentAtWall, seenAtWall: Date.now() });
     }
     await sleep(CONTROL_SPACING_MS - (performance.now() - sentAt));
   }
   last = await readMetrics(service);
   const loadSeconds = (performance.now() - tLoad) / 1000;
   slowChanges.forEach((c, i) => {
-    const { from, to, sentAtWall } = slowWindows[i] as (typeof slowWindows)[number];
+    const { sentAtWall, seenAtWall } = slowWindows[i] as (typeof slowWindows)[number];
     for (const w of Object.keys(c.workers))
       c.gcPauses[w] = service.pool.gcPauses
-        .between(Number(w), from, to)
+        .between(Number(w), sentAtWall - GC_LEAD_MS, seenAtWall)
         .map((g) => [g.kind, round(g.ms), Math.round(g.at - sentAtWall)]);
     log(
       `    control seq ${c.controlSeq} took ${c.ms} ms; per worker, its partitions' fastest and slowest, and its GC pauses ≥ ${GC_REPORT_MS} ms from ${GC_LEAD_MS} ms before: ${Object.entries(
