@@ -272,6 +272,8 @@ export function decodeAllKeys(st: PartitionState): void {
  */
 let hitKey: string | undefined;
 let hitStates: LineageStates | undefined;
+/** Hits of the event being released after the one being applied: lineages a key may gain next (see `LineageStates.add`). */
+let hitsLeft = 0;
 
 /**
  * The operators' view of one (key, lineage) state: filled by {@link loadState} before an operator
@@ -321,7 +323,7 @@ function saveState(st: PartitionState, rule: CompiledRule, key: string, ks: KeyS
   }
   if (before === undefined) {
     st.lineageKeys.set(sid, (st.lineageKeys.get(sid) ?? 0) + 1);
-    byLineage.add(sid, storedState(ks.sup, ks.op));
+    byLineage.add(sid, storedState(ks.sup, ks.op), hitsLeft);
   } else if (before instanceof WrappedState && (ks.sup !== undefined || ks.op === undefined)) {
     // Still wrapped: the wrapper is reused.
     before.sup = ks.sup;
@@ -532,6 +534,7 @@ function onEvent(
     }
   }
   if (hits !== undefined) {
+    hits.trim();
     const b: Buffered = {
       ts,
       seq: rec.seq,
@@ -583,6 +586,7 @@ function release(st: PartitionState, h: OperatorHost): void {
     try {
       for (let i = 0; i < hits.length; i++) {
         const key = hits.keyAt(i);
+        hitsLeft = hits.length - i - 1;
         applyHit(st, e, hits.rules[i] as CompiledRule, key, hits.bitsAt(i), h);
         if (key !== hitKey) {
           hitKey = key;
@@ -593,6 +597,7 @@ function release(st: PartitionState, h: OperatorHost): void {
     } finally {
       // The cache is this event's only: another partition may hold the same key.
       hitKey = hitStates = undefined;
+      hitsLeft = 0;
     }
     untag(st, b);
   }

@@ -67,7 +67,8 @@ export interface Hit {
  * held. Keys and bits get arrays of their own only once a hit differs.
  */
 export class Hits {
-  readonly rules: CompiledRule[] = [];
+  /** Replaced only by {@link trim}. */
+  rules: CompiledRule[] = [];
   private keys: string[] | undefined;
   private bits: number[] | undefined;
 
@@ -86,6 +87,17 @@ export class Hits {
     this.keys?.push(key);
     if (this.bits === undefined && bits !== TRIGGER) this.bits = new Array<number>(n).fill(TRIGGER);
     this.bits?.push(bits);
+  }
+
+  /**
+   * Gives the lists arrays of their own length once no more hits come: an array grown by `push`
+   * keeps up to 16 spare slots, more than the ten or so hits of a busy type, and a buffered event
+   * holds its list for as long as it waits in the reorder buffer.
+   */
+  trim(): void {
+    this.rules = this.rules.slice();
+    if (this.keys !== undefined) this.keys = this.keys.slice();
+    if (this.bits !== undefined) this.bits = this.bits.slice();
   }
 
   keyAt(i: number): string {
@@ -136,5 +148,6 @@ export function bufferedHits(
     }
     if (v !== 0) hits.add(rule, key, v);
   }
+  hits.trim();
   return hits;
 }

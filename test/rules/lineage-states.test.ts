@@ -9,6 +9,9 @@ const op = fc.oneof(
   fc.record({ k: fc.constant('set' as const), sid: fc.nat(99), v: fc.nat() }),
   fc.record({ k: fc.constant('delete' as const), sid: fc.nat(99) }),
   fc.record({ k: fc.constant('get' as const), sid: fc.nat(99) }),
+  // `add` of an absent lineage, with room asked for up to 200 more (the partition passes the hits
+  // an event has left).
+  fc.record({ k: fc.constant('add' as const), sid: fc.nat(99), v: fc.nat(), more: fc.nat(200) }),
 );
 
 describe('LineageStates', () => {
@@ -19,10 +22,16 @@ describe('LineageStates', () => {
         const ls = new LineageStates();
         for (const o of ops) {
           const sid = `r${o.sid}@1`;
-          if (o.k === 'set') {
+          if (o.k === 'set' || (o.k === 'add' && ref.has(sid))) {
             ref.set(sid, { v: o.v });
             ls.set(sid, { v: o.v });
+          } else if (o.k === 'add') {
+            ref.set(sid, { v: o.v });
+            ls.add(sid, { v: o.v }, o.more);
           } else if (o.k === 'delete') expect(ls.delete(sid)).toBe(ref.delete(sid));
+          // The flat form never grows past the 64 lineages after which a Map takes over.
+          const flat = (ls as unknown as { flat?: unknown[] }).flat;
+          expect(flat === undefined || flat.length <= 128).toBe(true);
           expect(ls.get(sid)).toEqual(ref.get(sid));
           expect(ls.has(sid)).toBe(ref.has(sid));
           expect(ls.size).toBe(ref.size);
