@@ -7,7 +7,18 @@ import {
   type SlidingState,
   type TumblingState,
 } from './cep/threshold.js';
-import { fitsSmallWindow, smallWindow, type SmallWindow } from './cep/small-window.js';
+import {
+  fitsSmallWindow,
+  isSmallWindow,
+  smallFront,
+  smallOffset,
+  smallSize,
+  smallSums,
+  smallTimes,
+  smallValues,
+  smallWindow,
+  type SmallWindow,
+} from './cep/small-window.js';
 import { SnapshotError } from './errors.js';
 import type { LineageIndex } from './lineage-index.js';
 import type { EventRef } from './types.js';
@@ -28,10 +39,19 @@ const enc = (x: number): number | string => (Number.isFinite(x) ? x : String(x))
 const dec = (x: unknown): number => (typeof x === 'string' ? Number(x) : (x as number));
 
 export function opToJSON(op: unknown): unknown {
-  const s = op as SlidingState | SmallWindow | TumblingState | SequenceState | undefined;
   // A small window is written as the mutable window holding the same entries.
-  if (s?.k === 'w')
-    return { k: 's', sums: s.sums, t: [...s.t], v: [...s.v], f: s.f, mn: [], mx: [], d: null };
+  if (isSmallWindow(op))
+    return {
+      k: 's',
+      sums: smallSums(op),
+      t: smallTimes(op),
+      v: smallValues(op),
+      f: smallFront(op),
+      mn: [],
+      mx: [],
+      d: null,
+    };
+  const s = op as SlidingState | TumblingState | SequenceState | undefined;
   if (s?.k === 's') {
     // Stored compacted (head at 0). The two-stack sums are not stored: restore recomputes them
     // from the values in the same order, which gives the very same numbers (non-finite ones too).
@@ -133,9 +153,19 @@ function fieldBase(byLineage: LineageStates): number {
 const baseScan = new Float64Array(3);
 function scanBase(v: StoredState): void {
   const s = opOf(v) as SlidingState | SmallWindow | undefined;
-  if (baseScan[2] === 1 || (s?.k !== 's' && s?.k !== 'w')) return;
-  for (let i = s.k === 's' ? s.h : 0; i < s.t.length; i++) {
-    const t = s.t[i] as number;
+  if (baseScan[2] === 1) return;
+  let a: readonly number[], from: number, to: number;
+  if (isSmallWindow(s)) {
+    a = s;
+    from = smallOffset(s, 't');
+    to = from + smallSize(s);
+  } else if (s?.k === 's') {
+    a = s.t;
+    from = s.h;
+    to = s.t.length;
+  } else return;
+  for (let i = from; i < to; i++) {
+    const t = a[i] as number;
     if (baseScan[0] === 0) {
       baseScan[0] = 1;
       baseScan[1] = t;
@@ -175,7 +205,7 @@ export function encodeKeyStates(byLineage: LineageStates, index: LineageIndex): 
     const s = opOf(v) as SlidingState | SmallWindow | undefined;
     const sup = supOf(v);
     if (
-      s?.k === 'w' ||
+      isSmallWindow(s) ||
       (s?.k === 's' &&
         s.mn.length === 0 &&
         s.mx.length === 0 &&
@@ -187,7 +217,7 @@ export function encodeKeyStates(byLineage: LineageStates, index: LineageIndex): 
       for (let j = 0; j < written.length && op === undefined; j++)
         if (s === written[j] || sameWindow(s, written[j] as SlidingState | SmallWindow))
           op = writtenAt[j];
-      if (op === undefined && written.length < 4 && (s.k === 'w' || finiteWindow(s))) {
+      if (op === undefined && written.length < 4 && (isSmallWindow(s) || finiteWindow(s))) {
         written.push(s);
         writtenAt.push(String(at));
       }
@@ -213,34 +243,62 @@ function finiteWindow(s: SlidingState): boolean {
 
 /** Whether two plain windows of one key write the same text. */
 function sameWindow(a: SlidingState | SmallWindow, b: SlidingState | SmallWindow): boolean {
-  const ah = a.k === 's' ? a.h : 0;
-  const bh = b.k === 's' ? b.h : 0;
-  const n = a.t.length - ah;
-  const nv = Math.max(0, a.v.length - ah);
   if (
-    a.sums !== b.sums ||
-    n !== b.t.length - bh ||
-    nv !== Math.max(0, b.v.length - bh) ||
-    Math.max(0, a.f - ah) !== Math.max(0, b.f - bh)
+    windowSums(a) !== windowSums(b) ||
+    windowSize(a) !== windowSize(b) ||
+    windowValues(a) !== windowValues(b) ||
+    windowFront(a) !== windowFront(b)
   )
     return false;
-  for (let i = 0; i < n; i++) if (a.t[ah + i] !== b.t[bh + i]) return false;
-  for (let i = 0; i < nv; i++) if (a.v[ah + i] !== b.v[bh + i]) return false;
+  const at = timesOf(a);
+  const bt = timesOf(b);
+  const ao = timesAt(a);
+  const bo = timesAt(b);
+  for (let i = 0, n = windowSize(a); i < n; i++) if (at[ao + i] !== bt[bo + i]) return false;
+  const av = valuesOf(a);
+  const bv = valuesOf(b);
+  const avo = valuesAt(a);
+  const bvo = valuesAt(b);
+  for (let i = 0, n = windowValues(a); i < n; i++) if (av[avo + i] !== bv[bvo + i]) return false;
   return true;
 }
 
+// A plain window's parts in either form, compacted: a small window's array, or a mutable
+// window's arrays from its head.
+const windowSize = (w: SlidingState | SmallWindow): number =>
+  isSmallWindow(w) ? smallSize(w) : w.t.length - w.h;
+const windowValues = (w: SlidingState | SmallWindow): number =>
+  isSmallWindow(w) ? (smallSums(w) ? smallSize(w) : 0) : Math.max(0, w.v.length - w.h);
+const windowSums = (w: SlidingState | SmallWindow): boolean =>
+  isSmallWindow(w) ? smallSums(w) : w.sums;
+const windowFront = (w: SlidingState | SmallWindow): number =>
+  isSmallWindow(w) ? smallFront(w) : Math.max(0, w.f - w.h);
+const timesOf = (w: SlidingState | SmallWindow): readonly unknown[] => (isSmallWindow(w) ? w : w.t);
+const timesAt = (w: SlidingState | SmallWindow): number =>
+  isSmallWindow(w) ? smallOffset(w, 't') : w.h;
+const valuesOf = (w: SlidingState | SmallWindow): readonly unknown[] =>
+  isSmallWindow(w) ? w : w.v;
+const valuesAt = (w: SlidingState | SmallWindow): number =>
+  isSmallWindow(w) ? smallOffset(w, 'v') : w.h;
+
 function opText(op: unknown, base: number): string {
   if (op === undefined) return 'null';
-  const s = op as SlidingState | SmallWindow;
-  if (s.k !== 's' && s.k !== 'w') return JSON.stringify(opToJSON(op)) ?? 'null';
-  if (s.k === 'w') {
+  if (isSmallWindow(op)) {
     // Finite numbers only (fitsSmallWindow, or made from events): the mutable window's text.
-    let out = '{"k":"s","t":' + (numberList(s.t, 0, base) as string);
-    if (s.sums) out += ',"sums":true';
-    if (s.v.length > 0) out += ',"v":' + (numberList(s.v, 0, 0) as string);
-    if (s.f > 0) out += ',"f":' + s.f;
+    const n = smallSize(op);
+    const t = smallOffset(op, 't');
+    let out = '{"k":"s","t":' + (numberList(op, t, base, t + n) as string);
+    if (smallSums(op)) {
+      out += ',"sums":true';
+      const v = smallOffset(op, 'v');
+      if (n > 0) out += ',"v":' + (numberList(op, v, 0, v + n) as string);
+    }
+    const f = smallFront(op);
+    if (f > 0) out += ',"f":' + f;
     return out + '}';
   }
+  const s = op as SlidingState;
+  if (s.k !== 's') return JSON.stringify(opToJSON(op)) ?? 'null';
   const h = s.h;
   const t = numberList(s.t, h, base);
   // A timestamp that is not finite (possible only through the API): as v2 wrote it (base is 0).
@@ -255,10 +313,15 @@ function opText(op: unknown, base: number): string {
   return out + '}';
 }
 
-/** `JSON.stringify(a.slice(from).map((x) => x - minus))` for finite numbers; undefined for anything else. */
-function numberList(a: readonly unknown[], from: number, minus: number): string | undefined {
+/** `JSON.stringify(a.slice(from, to).map((x) => x - minus))` for finite numbers; undefined for anything else. */
+function numberList(
+  a: readonly unknown[],
+  from: number,
+  minus: number,
+  to = a.length,
+): string | undefined {
   let out = '[';
-  for (let i = from; i < a.length; i++) {
+  for (let i = from; i < to; i++) {
     const x = a[i];
     if (typeof x !== 'number' || !Number.isFinite(x)) return undefined;
     out += (i === from ? '' : ',') + (x - minus);
@@ -304,11 +367,11 @@ export function decodeKeyStates(
       // v4: the same window as an earlier entry's: a copy of its own, or the same small window
       // (a value, shared as the lineages that made it shared it).
       const earlier = ops[json - 1] as SlidingState | SmallWindow | undefined;
-      if (!Number.isInteger(json) || json < 1 || (earlier?.k !== 's' && earlier?.k !== 'w'))
+      if (!Number.isInteger(json) || json < 1 || (!isSmallWindow(earlier) && earlier?.k !== 's'))
         throw new SnapshotError(
           `keyed state of "${key}": lineage ${sid} refers to entry ${json}, which holds no window`,
         );
-      op = earlier.k === 'w' ? earlier : copyWindow(earlier);
+      op = isSmallWindow(earlier) ? earlier : copyWindow(earlier);
     } else op = opFromJSON(json, base);
     ops.push(op);
     byLineage.set(sid, storedState(typeof sup === 'number' ? sup : undefined, op));

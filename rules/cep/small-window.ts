@@ -47,26 +47,85 @@ export function smallWindowMax(): number {
   return smallMax;
 }
 
-/** A sliding window as an immutable value: compacted (its oldest entry first). */
-export interface SmallWindow {
-  readonly k: 'w';
-  /** Event times, oldest first. */
-  readonly t: readonly number[];
-  /** Values (sum/avg; {@link NO_ENTRIES} for count), one per entry. */
-  readonly v: readonly number[];
-  readonly sums: boolean;
-  /** Front end of the two stacks (see `SlidingState.f`); 0 for count. */
-  readonly f: number;
-  /** The window's sum (0 for count), as the mutable window computes it. */
-  readonly sum: number;
+/**
+ * A sliding window as an immutable value, compacted (its oldest entry first), in one array of
+ * numbers: `[sum, f, sums, t₀ … tₙ₋₁, v₀ … vₙ₋₁]`, the values only when `sums` is 1. `sum` is the
+ * window's sum (0 for count) as the mutable window computes it, `f` the front end of its two
+ * stacks (see `SlidingState.f`; 0 for count). One array, where an object with `t` and `v` arrays
+ * and a boxed `sum` was six heap objects: in `bench:e2e` a worker's heap held 142,000 small
+ * windows, three objects in four of all it held, and a garbage collection marks or copies each
+ * object. Read it through the functions below; {@link isSmallWindow} tells it from the other
+ * operator states, which are objects.
+ */
+export type SmallWindow = readonly number[] & { readonly __smallWindow: never };
+
+const SUM = 0;
+const FRONT = 1;
+const SUMS = 2;
+/** Where the timestamps start. */
+const HEAD = 3;
+
+/** Whether an operator state is a small window (the other states are objects with a `k`). */
+export function isSmallWindow(op: unknown): op is SmallWindow {
+  return Array.isArray(op);
+}
+
+/** Entries the window holds. */
+export function smallSize(w: SmallWindow): number {
+  return w[SUMS] === 1 ? (w.length - HEAD) >> 1 : w.length - HEAD;
+}
+
+/** Whether the window keeps values (`sum`, `avg`) or only timestamps (`count`). */
+export function smallSums(w: SmallWindow): boolean {
+  return w[SUMS] === 1;
+}
+
+/** The window's sum (0 for count). */
+export function smallSum(w: SmallWindow): number {
+  return w[SUM] as number;
+}
+
+/** The front end of the window's two stacks (0 for count). */
+export function smallFront(w: SmallWindow): number {
+  return w[FRONT] as number;
+}
+
+/** The event time of entry `i`, oldest first. */
+export function smallTime(w: SmallWindow, i: number): number {
+  return w[HEAD + i] as number;
+}
+
+/** The value of entry `i` (sums only). */
+export function smallValue(w: SmallWindow, i: number): number {
+  return w[HEAD + smallSize(w) + i] as number;
+}
+
+/** The timestamps as a new array. */
+export function smallTimes(w: SmallWindow): number[] {
+  return w.slice(HEAD, HEAD + smallSize(w));
+}
+
+/** The values as a new array (empty for count). */
+export function smallValues(w: SmallWindow): number[] {
+  return smallSums(w) ? w.slice(HEAD + smallSize(w)) : [];
+}
+
+/** Where in the window's array timestamps (`t`) or values (`v`) start: for writers of its text. */
+export function smallOffset(w: SmallWindow, part: 't' | 'v'): number {
+  return part === 't' ? HEAD : HEAD + smallSize(w);
 }
 
 /** The sum of `v` in the mutable window's order: `[0, f)` from `f − 1` down, plus `[f, n)` in order. */
 export function twoStackSum(v: readonly number[], f: number): number {
+  return rangeSum(v, 0, v.length, f);
+}
+
+/** {@link twoStackSum} of the `n` values of `a` from `at`. */
+function rangeSum(a: readonly number[], at: number, n: number, f: number): number {
   let front = 0;
-  for (let i = f - 1; i >= 0; i--) front += v[i] as number;
+  for (let i = f - 1; i >= 0; i--) front += a[at + i] as number;
   let back = 0;
-  for (let i = f; i < v.length; i++) back += v[i] as number;
+  for (let i = f; i < n; i++) back += a[at + i] as number;
   return (f > 0 ? front : 0) + back;
 }
 
@@ -77,7 +136,14 @@ export function smallWindow(
   sums: boolean,
   f: number,
 ): SmallWindow {
-  return { k: 'w', t, v, sums, f, sum: sums ? twoStackSum(v, f) : 0 };
+  const n = t.length;
+  const w = new Array<number>(HEAD + (sums ? 2 * n : n));
+  for (let i = 0; i < n; i++) w[HEAD + i] = t[i] as number;
+  if (sums) for (let i = 0; i < n; i++) w[HEAD + n + i] = v[i] as number;
+  w[SUM] = sums ? rangeSum(w, HEAD + n, n, f) : 0;
+  w[FRONT] = f;
+  w[SUMS] = sums ? 1 : 0;
+  return w as unknown as SmallWindow;
 }
 
 /**
@@ -114,9 +180,10 @@ const MADE_MAX = 32;
 
 /** How many of a window's entries are before `from` (the entries an event at `from + window` evicts). */
 export function entriesBefore(w: SmallWindow | undefined, from: number): number {
-  const t = w?.t ?? NO_ENTRIES;
+  if (w === undefined) return 0;
+  const size = smallSize(w);
   let n = 0;
-  while (n < t.length && (t[n] as number) < from) n++;
+  while (n < size && (w[HEAD + n] as number) < from) n++;
   return n;
 }
 
@@ -146,25 +213,26 @@ export function appendSmall(
     if (m.prior === prior && m.sums === sums && Object.is(m.value, x) && m.drop === drop)
       return m.w;
   }
-  const t0 = prior?.t ?? NO_ENTRIES;
-  const n = t0.length + 1;
-  const t = new Array<number>(n - drop);
-  for (let i = drop; i < t0.length; i++) t[i - drop] = t0[i] as number;
-  t[n - 1 - drop] = ts;
-  let v: number[] = NO_ENTRIES;
+  const n0 = prior === undefined ? 0 : smallSize(prior);
+  const n = n0 + 1 - drop;
+  const w = new Array<number>(HEAD + (sums ? 2 * n : n));
+  for (let i = drop; i < n0; i++) w[HEAD + i - drop] = (prior as SmallWindow)[HEAD + i] as number;
+  w[HEAD + n - 1] = ts;
   let f = 0;
   if (sums) {
-    const v0 = prior?.v ?? NO_ENTRIES;
-    v = new Array<number>(n - drop);
-    for (let i = drop; i < v0.length; i++) v[i - drop] = v0[i] as number;
-    v[n - 1 - drop] = value;
+    for (let i = drop; i < n0; i++)
+      w[HEAD + n + i - drop] = (prior as SmallWindow)[HEAD + n0 + i] as number;
+    w[HEAD + 2 * n - 1] = value;
     // The mutable window moves the back stack to the front whenever it evicts with the front empty.
-    let front = prior?.f ?? 0;
-    for (let i = 0; i < drop; i++) if (i >= front) front = n;
+    let front = prior === undefined ? 0 : smallFront(prior);
+    for (let i = 0; i < drop; i++) if (i >= front) front = n0 + 1;
     f = front - drop;
   }
-  const w = smallWindow(t, v, sums, f);
+  w[SUM] = sums ? rangeSum(w, HEAD + n, n, f) : 0;
+  w[FRONT] = f;
+  w[SUMS] = sums ? 1 : 0;
+  const sw = w as unknown as SmallWindow;
   // An event's hits under many keys (rules keyed by other fields) would make the search quadratic.
-  if (made.length < MADE_MAX) made.push({ prior, sums, value: x, drop, w });
-  return w;
+  if (made.length < MADE_MAX) made.push({ prior, sums, value: x, drop, w: sw });
+  return sw;
 }

@@ -4,7 +4,14 @@ import { titleFields, type KeyState, type OperatorEvent, type OperatorHost } fro
 import {
   appendSmall,
   entriesBefore,
+  isSmallWindow,
   NO_ENTRIES,
+  smallFront,
+  smallSize,
+  smallSum,
+  smallSums,
+  smallTimes,
+  smallValues,
   smallWindowMax,
   type SmallWindow,
 } from './small-window.js';
@@ -146,7 +153,8 @@ export function slidingWindow(
 function sliding(ks: KeyState, p: CompiledThreshold): SlidingState {
   const op = ks.op as SlidingState | SmallWindow | undefined;
   // A small window that grows past its bound becomes the mutable window with the same entries.
-  if (op?.k === 'w') ks.op = slidingWindow(op.t.slice(), op.v.slice(), op.sums, op.f);
+  if (isSmallWindow(op))
+    ks.op = slidingWindow(smallTimes(op), smallValues(op), smallSums(op), smallFront(op));
   else if (op?.k !== 's')
     ks.op = slidingWindow(
       NO_ENTRIES,
@@ -241,13 +249,13 @@ function onSmall(
   const from = ts - p.windowMs;
   const sums = p.aggregate !== 'count';
   const byTime = entriesBefore(prior, from);
-  const held = (prior?.t.length ?? 0) + 1 - byTime;
+  const held = (prior === undefined ? 0 : smallSize(prior)) + 1 - byTime;
   const overLimit = Math.max(0, held - host.limits.maxWindowEntriesPerKey);
   const w = appendSmall(e.ref, prior, sums, ts, sums ? (value as number) : 0, byTime + overLimit);
   ks.op = w;
   if (overLimit > 0) host.overflow(rule, e.key, overLimit, 'maxWindowEntriesPerKey');
-  const n = w.t.length;
-  const agg = p.aggregate === 'count' ? n : p.aggregate === 'sum' ? w.sum : w.sum / n;
+  const n = smallSize(w);
+  const agg = p.aggregate === 'count' ? n : p.aggregate === 'sum' ? smallSum(w) : smallSum(w) / n;
   if (p.compare(agg)) {
     host.alert(rule, ks, {
       key: e.key,
@@ -270,7 +278,7 @@ function onSliding(
 ): void {
   const op = ks.op as SlidingState | SmallWindow | undefined;
   if (
-    (op === undefined || (op.k === 'w' && op.t.length < smallWindowMax())) &&
+    (op === undefined || (isSmallWindow(op) && smallSize(op) < smallWindowMax())) &&
     smallAggregate(p) &&
     smallWindowMax() > 0
   ) {
@@ -455,5 +463,6 @@ export function thresholdTimer(
 /** True when the key state holds nothing worth keeping. */
 export function thresholdIdle(ks: KeyState): boolean {
   const s = ks.op as SlidingState | SmallWindow | TumblingState | undefined;
-  return s === undefined || (s.k === 's' && s.h >= s.t.length) || (s.k === 'w' && s.t.length === 0);
+  if (isSmallWindow(s)) return smallSize(s) === 0;
+  return s === undefined || (s.k === 's' && s.h >= s.t.length);
 }
