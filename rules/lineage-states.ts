@@ -1,7 +1,12 @@
 import type { StoredState } from './cep/host.js';
 
-/** Lineages a key's states are kept for in one flat array; a key with more gets a Map. */
-const MAX_FLAT = 64;
+/**
+ * Lineages a key's states are kept for in one flat array; a key with more gets a Map. At 64, one
+ * key in seven of a `bench:e2e` worker had a Map (tables of ~3.6 KB, a fifth of the worker's
+ * heap); at 128, `bench:core --keys 20000 --events 200000` held 31 instead of 43 bytes per state
+ * and read as fast or faster (bench/README.md).
+ */
+const MAX_FLAT = 128;
 
 /**
  * One key's states by lineage (`ruleId@epoch`), in insertion order, with the part of `Map`'s
