@@ -372,7 +372,12 @@ export function decodeKeyStates(
           `keyed state of "${key}": lineage ${sid} refers to entry ${json}, which holds no window`,
         );
       op = isSmallWindow(earlier) ? earlier : copyWindow(earlier);
-    } else op = opFromJSON(json, base);
+    } else if (Array.isArray(json))
+      // No operator writes a list, and a list in memory is a small window: refused, not misread.
+      throw new SnapshotError(
+        `keyed state of "${key}": lineage ${sid} holds a list where an operator state belongs`,
+      );
+    else op = opFromJSON(json, base);
     ops.push(op);
     byLineage.set(sid, storedState(typeof sup === 'number' ? sup : undefined, op));
   }

@@ -272,7 +272,7 @@ export function decodeAllKeys(st: PartitionState): void {
  */
 let hitKey: string | undefined;
 let hitStates: LineageStates | undefined;
-/** Hits of the event being released after the one being applied: lineages a key may gain next (see `LineageStates.add`). */
+/** Hits of the event being released after the one being applied, under its key: lineages the key may gain next (see `LineageStates.add`). */
 let hitsLeft = 0;
 
 /**
@@ -586,7 +586,7 @@ function release(st: PartitionState, h: OperatorHost): void {
     try {
       for (let i = 0; i < hits.length; i++) {
         const key = hits.keyAt(i);
-        hitsLeft = hits.length - i - 1;
+        hitsLeft = hits.sameKeyAfter(i);
         applyHit(st, e, hits.rules[i] as CompiledRule, key, hits.bitsAt(i), h);
         if (key !== hitKey) {
           hitKey = key;

@@ -209,6 +209,7 @@ export function restoreMeta(
           );
         hits.add(rule, hitKey, (trigger === 1 ? TRIGGER : 0) | (expected === 1 ? EXPECTED : 0));
       }
+      hits.trim();
     }
     const b: Buffered = {
       ts,

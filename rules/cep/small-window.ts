@@ -90,16 +90,6 @@ export function smallFront(w: SmallWindow): number {
   return w[FRONT] as number;
 }
 
-/** The event time of entry `i`, oldest first. */
-export function smallTime(w: SmallWindow, i: number): number {
-  return w[HEAD + i] as number;
-}
-
-/** The value of entry `i` (sums only). */
-export function smallValue(w: SmallWindow, i: number): number {
-  return w[HEAD + smallSize(w) + i] as number;
-}
-
 /** The timestamps as a new array. */
 export function smallTimes(w: SmallWindow): number[] {
   return w.slice(HEAD, HEAD + smallSize(w));
@@ -115,12 +105,10 @@ export function smallOffset(w: SmallWindow, part: 't' | 'v'): number {
   return part === 't' ? HEAD : HEAD + smallSize(w);
 }
 
-/** The sum of `v` in the mutable window's order: `[0, f)` from `f − 1` down, plus `[f, n)` in order. */
-export function twoStackSum(v: readonly number[], f: number): number {
-  return rangeSum(v, 0, v.length, f);
-}
-
-/** {@link twoStackSum} of the `n` values of `a` from `at`. */
+/**
+ * The sum of the `n` values of `a` from `at` in the mutable window's order: `[0, f)` from `f − 1`
+ * down, plus `[f, n)` in order.
+ */
 function rangeSum(a: readonly number[], at: number, n: number, f: number): number {
   let front = 0;
   for (let i = f - 1; i >= 0; i--) front += a[at + i] as number;

@@ -162,6 +162,10 @@ describe('checkpoint fields: equal windows written once', () => {
     expect(() =>
       decodeKeyStatesText('k3', '[0,["a@1",null,{"k":"s","t":[0]}],["b@1",null,1.5]]'),
     ).toThrow(/refers to entry 1.5/);
+    // No operator writes a list (a list in memory is a small window): refused, not misread.
+    expect(() => decodeKeyStatesText('k6', '[0,["a@1",null,[1,0,1,7,"x"]]]')).toThrow(
+      /"k6": lineage a@1 holds a list where an operator state belongs/,
+    );
     // A small window is a value: the entry that refers to it holds the same one.
     const ok = decodeKeyStatesText('k4', '[10,["a@1",null,{"k":"s","t":[0,2]}],["b@1",5,1]]');
     const [a, b] = [...ok.values()].map((v) => opOf(v) as SmallWindow);
