@@ -191,16 +191,16 @@ function scanBase(v: StoredState): void {
  */
 export function encodeKeyStates(byLineage: LineageStates, index: LineageIndex): string {
   const base = fieldBase(byLineage);
-  let out = '[' + base;
-  // The distinct plain windows written so far (a few), and their positions as text. Appended
-  // piece by piece: a long string grows by a cons per piece, where a short sum of pieces would
-  // first be copied into a new string.
+  np = 0;
+  put('[');
+  put(String(base));
+  // The distinct plain windows written so far (a few), and their positions as text.
   const written: (SlidingState | SmallWindow)[] = [];
   const writtenAt: string[] = [];
   let at = 0;
   byLineage.forEach((v, sid) => {
     at++;
-    out += index.entryPrefix(sid);
+    put(index.entryPrefix(sid));
     let op: string | undefined;
     const s = opOf(v) as SlidingState | SmallWindow | undefined;
     const sup = supOf(v);
@@ -222,10 +222,31 @@ export function encodeKeyStates(byLineage: LineageStates, index: LineageIndex): 
         writtenAt.push(String(at));
       }
     }
-    out += op ?? opText(s, base);
-    out += sup === undefined ? ']' : ',' + sup + ']';
+    if (op !== undefined) put(op);
+    else putOp(s, base);
+    if (sup !== undefined) {
+      put(',');
+      put(String(sup));
+    }
+    put(']');
   });
-  return out + ']';
+  put(']');
+  // Stale pieces of a longer field before are dropped, not joined (nor kept alive).
+  pieces.length = np;
+  return pieces.join('');
+}
+
+/**
+ * The pieces of the field {@link encodeKeyStates} is writing, joined once at the end, so that a
+ * field is one flat string. Built with `+=`, a field of ~400 characters was a tree of ~100 cons
+ * strings (~3 KB) until its checkpoint had been written, and the young generation's collections
+ * that met a checkpoint copied them: fields and the command that carries them were a third of
+ * what survived a collection in `bench:e2e`'s (c) (sampling heap profiler, bench/README.md).
+ */
+const pieces: string[] = [];
+let np = 0;
+function put(piece: string): void {
+  pieces[np++] = piece;
 }
 
 /**
@@ -281,52 +302,90 @@ const valuesOf = (w: SlidingState | SmallWindow): readonly unknown[] =>
 const valuesAt = (w: SlidingState | SmallWindow): number =>
   isSmallWindow(w) ? smallOffset(w, 'v') : w.h;
 
-function opText(op: unknown, base: number): string {
-  if (op === undefined) return 'null';
+/** Puts an operator state's text (see {@link encodeKeyStates}). */
+function putOp(op: unknown, base: number): void {
+  if (op === undefined) {
+    put('null');
+    return;
+  }
   if (isSmallWindow(op)) {
     // Finite numbers only (fitsSmallWindow, or made from events): the mutable window's text.
     const n = smallSize(op);
     const t = smallOffset(op, 't');
-    let out = '{"k":"s","t":' + (numberList(op, t, base, t + n) as string);
+    put('{"k":"s","t":');
+    putNumbers(op, t, base, t + n);
     if (smallSums(op)) {
-      out += ',"sums":true';
+      put(',"sums":true');
       const v = smallOffset(op, 'v');
-      if (n > 0) out += ',"v":' + (numberList(op, v, 0, v + n) as string);
+      if (n > 0) {
+        put(',"v":');
+        putNumbers(op, v, 0, v + n);
+      }
     }
     const f = smallFront(op);
-    if (f > 0) out += ',"f":' + f;
-    return out + '}';
+    if (f > 0) {
+      put(',"f":');
+      put(String(f));
+    }
+    put('}');
+    return;
   }
   const s = op as SlidingState;
-  if (s.k !== 's') return JSON.stringify(opToJSON(op)) ?? 'null';
+  if (s.k !== 's') {
+    put(JSON.stringify(opToJSON(op)) ?? 'null');
+    return;
+  }
   const h = s.h;
-  const t = numberList(s.t, h, base);
+  const start = np;
+  put('{"k":"s","t":');
   // A timestamp that is not finite (possible only through the API): as v2 wrote it (base is 0).
-  if (t === undefined) return JSON.stringify(opToJSON(op)) ?? 'null';
-  let out = '{"k":"s","t":' + t;
-  if (s.sums) out += ',"sums":true';
-  if (s.v.length > h) out += ',"v":' + (numberList(s.v, h, 0) ?? JSON.stringify(s.v.slice(h)));
-  if (s.f > h) out += ',"f":' + (s.f - h);
-  if (s.mn.length > 0) out += ',"mn":' + (numberList(s.mn, 0, h) as string);
-  if (s.mx.length > 0) out += ',"mx":' + (numberList(s.mx, 0, h) as string);
-  if (s.d !== undefined && s.d.size > 0) out += ',"d":' + JSON.stringify([...s.d]);
-  return out + '}';
+  if (!putNumbers(s.t, h, base)) {
+    np = start;
+    put(JSON.stringify(opToJSON(op)) ?? 'null');
+    return;
+  }
+  if (s.sums) put(',"sums":true');
+  if (s.v.length > h) {
+    put(',"v":');
+    const values = np;
+    if (!putNumbers(s.v, h, 0)) {
+      np = values;
+      put(JSON.stringify(s.v.slice(h)));
+    }
+  }
+  if (s.f > h) {
+    put(',"f":');
+    put(String(s.f - h));
+  }
+  if (s.mn.length > 0) {
+    put(',"mn":');
+    putNumbers(s.mn, 0, h);
+  }
+  if (s.mx.length > 0) {
+    put(',"mx":');
+    putNumbers(s.mx, 0, h);
+  }
+  if (s.d !== undefined && s.d.size > 0) {
+    put(',"d":');
+    put(JSON.stringify([...s.d]));
+  }
+  put('}');
 }
 
-/** `JSON.stringify(a.slice(from, to).map((x) => x - minus))` for finite numbers; undefined for anything else. */
-function numberList(
-  a: readonly unknown[],
-  from: number,
-  minus: number,
-  to = a.length,
-): string | undefined {
-  let out = '[';
+/**
+ * Puts `JSON.stringify(a.slice(from, to).map((x) => x - minus))` for finite numbers; false, with
+ * pieces put that the caller takes back, for anything else.
+ */
+function putNumbers(a: readonly unknown[], from: number, minus: number, to = a.length): boolean {
+  put('[');
   for (let i = from; i < to; i++) {
     const x = a[i];
-    if (typeof x !== 'number' || !Number.isFinite(x)) return undefined;
-    out += (i === from ? '' : ',') + (x - minus);
+    if (typeof x !== 'number' || !Number.isFinite(x)) return false;
+    if (i > from) put(',');
+    put(String(x - minus));
   }
-  return out + ']';
+  put(']');
+  return true;
 }
 
 /**
