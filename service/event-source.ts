@@ -58,8 +58,11 @@ export async function jetStreamPartitionSource(
       ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: fromSeq }
       : { deliver_policy: DeliverPolicy.All }),
   });
-  // A queue with a moving head: records are taken in the order they arrived.
-  const queue: LogRecord[] = [];
+  // A queue with a moving head: records are taken in the order they arrived. A slot is cleared
+  // as its record is taken, so that a record handled is garbage at once: kept until the queue
+  // next emptied, the records of a pull (up to 2,000) outlived the young generation's
+  // collections with their payloads and subjects.
+  const queue: (LogRecord | undefined)[] = [];
   let head = 0;
   let stopped = false;
   let failure: Error | undefined;
@@ -90,10 +93,11 @@ export async function jetStreamPartitionSource(
   return {
     next() {
       if (head < queue.length) {
-        const r = queue[head++] as LogRecord;
+        const r = queue[head] as LogRecord;
+        queue[head++] = undefined;
         if (head === queue.length) queue.length = head = 0;
-        // While records keep arriving the queue may never empty: drop what was taken now and
-        // then, or every record read in a long drain would stay reachable.
+        // While records keep arriving the queue may never empty: drop the taken slots now and
+        // then, or the array would grow with every record read in a long drain.
         else if (head >= 1024 && head * 2 >= queue.length) {
           queue.splice(0, head);
           head = 0;

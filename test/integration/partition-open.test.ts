@@ -1,3 +1,5 @@
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPartition, emptyRuleSet, type CheckpointParts } from '../../rules/index.js';
 import {
@@ -168,6 +170,29 @@ describe('openPartition (real nats-server and redis-server)', () => {
       // Let most of them arrive before any is taken.
       await new Promise((r) => setTimeout(r, 500));
       expect(await take(source, published.length)).toEqual(published);
+    } finally {
+      await source.stop();
+    }
+  });
+
+  it('keeps no record it has handed out, while more wait', async () => {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const source = await jetStreamPartitionSource(servers.js, PART, 1);
+    try {
+      // Let the partition's records arrive, so that taking one leaves others queued.
+      await new Promise((r) => setTimeout(r, 300));
+      const taken = (() => {
+        const r = source.next();
+        return r === undefined ? undefined : new WeakRef(r);
+      })();
+      expect(taken).toBeDefined();
+      expect(source.next()).toBeDefined();
+      await new Promise((r) => setImmediate(r));
+      gc();
+      // Handled records (payload and subject with them) are garbage at once, not kept until the
+      // queue next empties.
+      expect(taken?.deref()).toBeUndefined();
     } finally {
       await source.stop();
     }
