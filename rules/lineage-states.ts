@@ -34,6 +34,11 @@ export class LineageStates {
     if (entries !== undefined) for (const [sid, v] of entries) this.set(sid, v);
   }
 
+  /** True when adding a lineage would grow the flat array (or make it). */
+  get full(): boolean {
+    return this.map === undefined && (this.flat === undefined || this.n === this.flat.length);
+  }
+
   get size(): number {
     return this.map !== undefined ? this.map.size : this.n >> 1;
   }

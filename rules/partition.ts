@@ -272,8 +272,13 @@ export function decodeAllKeys(st: PartitionState): void {
  */
 let hitKey: string | undefined;
 let hitStates: LineageStates | undefined;
-/** Hits of the event being released after the one being applied, under its key: lineages the key may gain next (see `LineageStates.add`). */
-let hitsLeft = 0;
+/**
+ * The hits of the event being released, and which one is being applied: when a key's states must
+ * grow, the later hits under the key tell how many lineages it may gain next (`LineageStates.add`).
+ * Undefined outside {@link release}.
+ */
+let releasing: Hits | undefined;
+let releasingAt = 0;
 
 /**
  * The operators' view of one (key, lineage) state: filled by {@link loadState} before an operator
@@ -323,7 +328,10 @@ function saveState(st: PartitionState, rule: CompiledRule, key: string, ks: KeyS
   }
   if (before === undefined) {
     st.lineageKeys.set(sid, (st.lineageKeys.get(sid) ?? 0) + 1);
-    byLineage.add(sid, storedState(ks.sup, ks.op), hitsLeft);
+    // Counted only when the array must grow: a scan of the event's hits, a few times per key.
+    const more =
+      releasing !== undefined && byLineage.full ? releasing.sameKeyAfter(releasingAt) : 0;
+    byLineage.add(sid, storedState(ks.sup, ks.op), more);
   } else if (before instanceof WrappedState && (ks.sup !== undefined || ks.op === undefined)) {
     // Still wrapped: the wrapper is reused.
     before.sup = ks.sup;
@@ -586,7 +594,8 @@ function release(st: PartitionState, h: OperatorHost): void {
     try {
       for (let i = 0; i < hits.length; i++) {
         const key = hits.keyAt(i);
-        hitsLeft = hits.sameKeyAfter(i);
+        releasing = hits;
+        releasingAt = i;
         applyHit(st, e, hits.rules[i] as CompiledRule, key, hits.bitsAt(i), h);
         if (key !== hitKey) {
           hitKey = key;
@@ -597,7 +606,7 @@ function release(st: PartitionState, h: OperatorHost): void {
     } finally {
       // The cache is this event's only: another partition may hold the same key.
       hitKey = hitStates = undefined;
-      hitsLeft = 0;
+      releasing = undefined;
     }
     untag(st, b);
   }
