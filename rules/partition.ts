@@ -591,10 +591,10 @@ function release(st: PartitionState, h: OperatorHost): void {
       expected: false,
     };
     const hits = b.hits;
+    releasing = hits;
     try {
       for (let i = 0; i < hits.length; i++) {
         const key = hits.keyAt(i);
-        releasing = hits;
         releasingAt = i;
         applyHit(st, e, hits.rules[i] as CompiledRule, key, hits.bitsAt(i), h);
         if (key !== hitKey) {

@@ -117,6 +117,19 @@ function rangeSum(a: readonly number[], at: number, n: number, f: number): numbe
   return (f > 0 ? front : 0) + back;
 }
 
+/** A window's array for `n` entries, the entries still to be written, then {@link seal}. */
+function newWindow(n: number, sums: boolean): number[] {
+  return new Array<number>(HEAD + (sums ? 2 * n : n));
+}
+
+/** Writes the head of a window whose `n` entries are in place: its sum, front end and kind. */
+function seal(w: number[], n: number, sums: boolean, f: number): SmallWindow {
+  w[SUM] = sums ? rangeSum(w, HEAD + n, n, f) : 0;
+  w[FRONT] = f;
+  w[SUMS] = sums ? 1 : 0;
+  return w as unknown as SmallWindow;
+}
+
 /** A small window from its parts (a restored one, say). */
 export function smallWindow(
   t: readonly number[],
@@ -125,13 +138,10 @@ export function smallWindow(
   f: number,
 ): SmallWindow {
   const n = t.length;
-  const w = new Array<number>(HEAD + (sums ? 2 * n : n));
+  const w = newWindow(n, sums);
   for (let i = 0; i < n; i++) w[HEAD + i] = t[i] as number;
   if (sums) for (let i = 0; i < n; i++) w[HEAD + n + i] = v[i] as number;
-  w[SUM] = sums ? rangeSum(w, HEAD + n, n, f) : 0;
-  w[FRONT] = f;
-  w[SUMS] = sums ? 1 : 0;
-  return w as unknown as SmallWindow;
+  return seal(w, n, sums, f);
 }
 
 /**
@@ -203,7 +213,7 @@ export function appendSmall(
   }
   const n0 = prior === undefined ? 0 : smallSize(prior);
   const n = n0 + 1 - drop;
-  const w = new Array<number>(HEAD + (sums ? 2 * n : n));
+  const w = newWindow(n, sums);
   for (let i = drop; i < n0; i++) w[HEAD + i - drop] = (prior as SmallWindow)[HEAD + i] as number;
   w[HEAD + n - 1] = ts;
   let f = 0;
@@ -216,10 +226,7 @@ export function appendSmall(
     for (let i = 0; i < drop; i++) if (i >= front) front = n0 + 1;
     f = front - drop;
   }
-  w[SUM] = sums ? rangeSum(w, HEAD + n, n, f) : 0;
-  w[FRONT] = f;
-  w[SUMS] = sums ? 1 : 0;
-  const sw = w as unknown as SmallWindow;
+  const sw = seal(w, n, sums, f);
   // An event's hits under many keys (rules keyed by other fields) would make the search quadratic.
   if (made.length < MADE_MAX) made.push({ prior, sums, value: x, drop, w: sw });
   return sw;
