@@ -1,6 +1,8 @@
-import type { JetStreamClient } from '@nats-io/jetstream';
+import type { JetStreamManager } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
 import type { CheckpointLoader, LoadedCheckpoint, RestoreTimings } from './checkpointer.js';
-import { jetStreamPartitionSource, type EventSource } from './event-source.js';
+import type { EventSource } from './event-source.js';
+import { jetStreamPartitionSource } from './partition-consumer.js';
 import type { PartitionState } from '../rules/index.js';
 
 /** A partition's state as restored from its checkpoint, and the offset it covers. */
@@ -29,7 +31,7 @@ export interface OpenedPartition {
  */
 export async function openPartition(d: {
   readonly partition: number;
-  readonly js: JetStreamClient;
+  readonly nats: { readonly nc: NatsConnection; readonly jsm: JetStreamManager };
   /**
    * Undefined without checkpoints. `restore` rebuilds the state from a checkpoint `loader` read
    * (the worker's restores take turns).
@@ -47,7 +49,7 @@ export async function openPartition(d: {
   const consumerStarted = performance.now();
   let consumerMs = 0;
   const create = (from: number): Promise<EventSource> => {
-    const c = jetStreamPartitionSource(d.js, p, from + 1);
+    const c = jetStreamPartitionSource(d.nats, p, from + 1);
     // Its failure surfaces below, when it is awaited.
     void c.then(
       () => (consumerMs = performance.now() - consumerStarted),

@@ -216,7 +216,8 @@ async function main(init: WorkerInit): Promise<void> {
     // A JetStream API call that times out on a saturated machine is tried again here: crashing
     // the thread would re-create every partition's consumer, more load on the same server.
     const opened = await retryTransient(
-      () => openPartition({ partition: p, js, checkpoints, dropped: () => own.dropped }),
+      () =>
+        openPartition({ partition: p, nats: { nc, jsm }, checkpoints, dropped: () => own.dropped }),
       {
         abandoned: () => own.dropped,
         onRetry: (err, n, delayMs) =>

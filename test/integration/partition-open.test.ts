@@ -14,6 +14,7 @@ import {
   jetStreamPartitionSource,
   partitionedEventSubject,
   partitionOf,
+  Streams,
   type EventSource,
 } from '../../service/index.js';
 import { openPartition, type RestoredPartition } from '../../service/partition-open.js';
@@ -91,7 +92,7 @@ async function firstSeq(s: CheckpointStore): Promise<number | undefined> {
   loader.prefetch(PART);
   const opened = await openPartition({
     partition: PART,
-    js: servers.js,
+    nats: servers,
     checkpoints: { loader, restore },
     dropped: () => false,
   });
@@ -136,7 +137,7 @@ describe('openPartition (real nats-server and redis-server)', () => {
   });
 
   it("hands out the partition's records in log order, and none once stopped", async () => {
-    const source = await jetStreamPartitionSource(servers.js, PART, 1);
+    const source = await jetStreamPartitionSource(servers, PART, 1);
     try {
       expect(await take(source, 10)).toEqual(seqs.slice(0, 10));
       // The last two have arrived (or will): stop() drops what was not taken.
@@ -165,7 +166,7 @@ describe('openPartition (real nats-server and redis-server)', () => {
       published.push(...acks.map((a) => a.seq));
     }
     const from = published[0] as number;
-    const source = await jetStreamPartitionSource(servers.js, PART, from);
+    const source = await jetStreamPartitionSource(servers, PART, from);
     try {
       // Let most of them arrive before any is taken.
       await new Promise((r) => setTimeout(r, 500));
@@ -178,7 +179,7 @@ describe('openPartition (real nats-server and redis-server)', () => {
   it('keeps no record it has handed out, while more wait', async () => {
     setFlagsFromString('--expose-gc');
     const gc = runInNewContext('gc') as () => void;
-    const source = await jetStreamPartitionSource(servers.js, PART, 1);
+    const source = await jetStreamPartitionSource(servers, PART, 1);
     try {
       // Let the partition's records arrive, so that taking one leaves others queued.
       await new Promise((r) => setTimeout(r, 300));
@@ -200,7 +201,7 @@ describe('openPartition (real nats-server and redis-server)', () => {
 
   it('stops a source no one has read (a partition abandoned while it opened)', async () => {
     for (const from of [1, (seqs[seqs.length - 1] as number) + 1]) {
-      const source = await jetStreamPartitionSource(servers.js, PART, from);
+      const source = await jetStreamPartitionSource(servers, PART, from);
       // Let its consumer pull what it can.
       await new Promise((r) => setTimeout(r, 200));
       const stopped = await Promise.race([
@@ -209,5 +210,38 @@ describe('openPartition (real nats-server and redis-server)', () => {
       ]);
       expect({ from, stopped }).toEqual({ from, stopped: 'stopped' });
     }
+  });
+  it('reads on, none missed or twice, when its consumer is deleted under it; stop() removes it', async () => {
+    const publish = async (n: number): Promise<number[]> =>
+      (
+        await Promise.all(
+          Array.from({ length: n }, (_, i) =>
+            servers.js.publish(
+              partitionedEventSubject('gone', PART),
+              JSON.stringify({ type: 'x', i }),
+            ),
+          ),
+        )
+      ).map((a) => a.seq);
+    const ours = async (): Promise<string[]> =>
+      (await servers.jsm.consumers.list(Streams.events).next())
+        .map((c) => c.name)
+        .filter((n) => n.startsWith(`vigil_p${PART}_`));
+    const first = await publish(50);
+    const source = await jetStreamPartitionSource(servers, PART, first[0] as number);
+    try {
+      expect(await take(source, 50)).toEqual(first);
+      const before = await ours();
+      expect(before).toHaveLength(1);
+      await servers.jsm.consumers.delete(Streams.events, before[0] as string);
+      const second = await publish(50);
+      expect(await take(source, 50)).toEqual(second);
+      const after = await ours();
+      expect(after).toHaveLength(1);
+      expect(after).not.toEqual(before);
+    } finally {
+      await source.stop();
+    }
+    expect(await ours()).toEqual([]);
   });
 });
