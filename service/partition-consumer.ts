@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { nuid, type Msg, type NatsConnection, type Subscription } from '@nats-io/transport-node';
 import {
   AckPolicy,
@@ -243,7 +244,9 @@ export class PartitionConsumer implements EventSource {
 
   /** Makes a consumer from `nextSeq` on a new inbox, so nothing the old one sent is read. */
   private async make(): Promise<void> {
-    const name = `vigil_p${this.partition}_${nuid.next()}`;
+    // Short: the name is in the reply subject of every record, which the client parses byte by
+    // byte (15 bytes fewer than with a nuid). 72 random bits keep names of processes apart.
+    const name = `v${this.partition}_${randomBytes(9).toString('base64url')}`;
     const config: Partial<ConsumerConfig> = {
       name,
       filter_subject: partitionFilter(this.partition),

@@ -226,7 +226,7 @@ describe('openPartition (real nats-server and redis-server)', () => {
     const ours = async (): Promise<string[]> =>
       (await servers.jsm.consumers.list(Streams.events).next())
         .map((c) => c.name)
-        .filter((n) => n.startsWith(`vigil_p${PART}_`));
+        .filter((n) => n.startsWith(`v${PART}_`));
     const first = await publish(50);
     const source = await jetStreamPartitionSource(servers, PART, first[0] as number);
     try {
