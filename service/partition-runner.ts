@@ -175,8 +175,12 @@ export class PartitionRunner {
   }
 
   private judgedSinceFlush = 0;
-  /** Matches per rule since the last flush: an event of a busy type matches dozens of rules. */
-  private readonly matches = new Map<string, number>();
+  /**
+   * Matches per rule since the last flush: an event of a busy type matches dozens of rules. A
+   * count is a box, so a match is one lookup, not a lookup and a store; a box left at 0 by a
+   * whole flush interval is dropped, so rules long gone do not stay.
+   */
+  private readonly matches = new Map<string, { n: number }>();
   private last: LogRecord | undefined;
   private flushed: LogRecord | undefined;
 
@@ -194,8 +198,13 @@ export class PartitionRunner {
 
   private flushMatches(): void {
     const counter = this.d.metrics.ruleMatches;
-    this.matches.forEach((n, rule) => counter.inc({ rule }, n));
-    this.matches.clear();
+    this.matches.forEach((c, rule, map) => {
+      if (c.n === 0) map.delete(rule);
+      else {
+        counter.inc({ rule }, c.n);
+        c.n = 0;
+      }
+    });
   }
 
   private dead(
@@ -306,7 +315,9 @@ export class PartitionRunner {
     const { matched, overflows } = out;
     for (let i = 0; i < matched.length; i++) {
       const id = matched[i] as string;
-      this.matches.set(id, (this.matches.get(id) ?? 0) + 1);
+      const c = this.matches.get(id);
+      if (c === undefined) this.matches.set(id, { n: 1 });
+      else c.n++;
     }
     for (let i = 0; i < overflows.length; i++) {
       const o = overflows[i] as ProcessResult['overflows'][number];

@@ -112,6 +112,16 @@ describe('the service end to end (real nats-server)', () => {
     // Version 1 (> 100): 102..118 of the first batch. Version 2 (> 90): 92..118 of the second.
     expect(ids(1)).toEqual(Array.from({ length: 9 }, (_, i) => `before-${i + 11}`).sort());
     expect(ids(2)).toEqual(Array.from({ length: 14 }, (_, i) => `after-${i + 6}`).sort());
+    // Rule "big" has no pattern: each event its `when` accepted is an alert. The partitions
+    // count matches per rule and hand them to the counter every 200 ms.
+    const matches = async (): Promise<number> =>
+      metricSum(await (await fetch(`${service.url}/metrics`)).text(), 'vigil_rule_matches_total', [
+        'rule',
+        'big',
+      ]);
+    await eventually(async () => (await matches()) >= 23, 10_000, '23 matches of rule big');
+    await new Promise((r) => setTimeout(r, 500));
+    expect(await matches()).toBe(23);
     expect(got.find((a) => a.events[0]?.id === 'after-19')).toMatchObject({
       severity: 'high',
       title: 'big payment on c19',
