@@ -4,11 +4,8 @@ export { ControlFollower, type ControlEvent } from './control-follower.js';
 export { DEMO_CONTROL, followAlerts, publishDemoRules, startDemoProducer } from './demo.js';
 export { ServiceError, ServiceErrorCode } from './errors.js';
 export { storedAtMs, type EventSource, type LogRecord } from './event-source.js';
-export {
-  jetStreamPartitionSource,
-  parseAckReply,
-  type AckReplyInfo,
-} from './partition-consumer.js';
+export { parseAckReply, type AckReplyInfo } from './ack-reply.js';
+export { jetStreamPartitionSource } from './partition-consumer.js';
 export { WorkerMetrics } from './metrics.js';
 export { partitionOf } from './partitioner.js';
 export { PartitionRunner, type PartitionRunnerDeps } from './partition-runner.js';

@@ -6,20 +6,28 @@ import {
   type ConsumerConfig,
   type JetStreamManager,
 } from '@nats-io/jetstream';
-import { storedAtMs, type EventSource, type LogRecord } from './event-source.js';
+import { parseAckReply, type AckReplyInfo } from './ack-reply.js';
+import { watchConnection, type ConnectionEvent } from './connection-watch.js';
+import type { EventSource, LogRecord } from './event-source.js';
 import { partitionFilter, Streams } from './subjects.js';
 
-/** Records asked for at once, and the number still on their way below which more are asked for. */
+/**
+ * Records asked for at once (fewer if the server's `max_request_batch` is lower), and the share
+ * still on their way below which more are asked for.
+ */
 const PULL_BATCH = 2000;
-const PULL_REFILL_AT = 1500;
+const PULL_REFILL_SHARE = 0.75;
 /** A pull request's life on the server; an expired one is answered (408) and renewed. */
 const PULL_EXPIRES_MS = 30_000;
 /**
  * The server sends a heartbeat this often while a pull waits with nothing to deliver. Nothing
- * at all for two of them means the consumer is gone (a restarted server, a deleted consumer):
+ * at all for MISSED_HEARTBEATS checks means the consumer is gone (a restarted server, a deleted consumer):
  * it is made again from the next record wanted.
  */
 const HEARTBEAT_MS = 5_000;
+const MISSED_HEARTBEATS = 3;
+/** How long `stop` waits for the server to delete the consumer. */
+const STOP_DELETE_MS = 2_000;
 /** Idle consumers left by a process that died are removed by the server after this. */
 const INACTIVE_THRESHOLD_MS = 5 * 60_000;
 const RETRY_MIN_MS = 100;
@@ -27,102 +35,12 @@ const RETRY_MAX_MS = 5_000;
 
 const nanos = (ms: number): number => ms * 1_000_000;
 
-/** What the reply subject of a JetStream message says about it. */
-export interface AckReplyInfo {
-  streamSeq: number;
-  deliverySeq: number;
-  /** When the server stored it, in whole ms since the epoch ({@link storedAtMs}). */
-  storedAt: number;
-  pending: number;
-}
-
-/**
- * Reads `$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<dseq>.<nanos>.<pending>` (and the form
- * with domain and account hash in front and a random token at the end) into `out`, without
- * splitting it: a partition reads tens of thousands a second, and the client's `split` into
- * eleven strings was 7% of a worker's time in `bench:e2e` (b). False if it is not one.
- */
-export function parseAckReply(reply: string, out: AckReplyInfo): boolean {
-  if (!reply.startsWith('$JS.ACK.')) return false;
-  // The dots after `$JS.ACK.`: 6 in the short form, 9 in the long one.
-  const dots = DOTS;
-  let k = 0;
-  for (let j = reply.indexOf('.', 8); j >= 0; j = reply.indexOf('.', j + 1)) {
-    if (k === 9) return false;
-    dots[k++] = j;
-  }
-  // The number tokens follow `<stream>.<consumer>`: after dot 1 (short) or dot 3 (long).
-  const b = k === 6 ? 1 : k === 9 ? 3 : -1;
-  if (b < 0) return false;
-  const end = k === 6 ? reply.length : (dots[8] as number);
-  const d0 = dots[b] as number;
-  const d1 = dots[b + 1] as number;
-  const d2 = dots[b + 2] as number;
-  const d3 = dots[b + 3] as number;
-  const d4 = dots[b + 4] as number;
-  const d5 = k === 6 ? end : (dots[b + 5] as number);
-  if (digits(reply, d0 + 1, d1) < 0) return false;
-  const sseq = digits(reply, d1 + 1, d2);
-  const dseq = digits(reply, d2 + 1, d3);
-  const pending = digits(reply, d4 + 1, d5);
-  if (sseq < 0 || dseq < 0 || pending < 0) return false;
-  // The time as `storedAtMs` computes it from the client's parse (parseInt of the digits), so
-  // that the service and the readers that use the client (back-tests, the tests' reference run)
-  // judge every event at the same ms. Its digits are checked first, as parseInt would stop at a
-  // bad one.
-  for (let i = d3 + 1; i < d4; i++) {
-    const c = reply.charCodeAt(i);
-    if (c < 48 || c > 57) return false;
-  }
-  if (d4 === d3 + 1) return false;
-  out.streamSeq = sseq;
-  out.deliverySeq = dseq;
-  out.storedAt = storedAtMs({ timestampNanos: parseInt(reply.slice(d3 + 1, d4), 10) });
-  out.pending = pending;
-  return true;
-}
-
-const DOTS = new Int32Array(9);
-
-/** The number written in `s[start, end)`, or -1 unless it is one or more decimal digits. */
-function digits(s: string, start: number, end: number): number {
-  if (end <= start) return -1;
-  let v = 0;
-  for (let i = start; i < end; i++) {
-    const c = s.charCodeAt(i) - 48;
-    if (c < 0 || c > 9) return -1;
-    v = v * 10 + c;
-  }
-  return v;
-}
-
-/** One watcher of a connection's status per connection, shared by its partitions. */
-const reconnectListeners = new WeakMap<NatsConnection, Set<() => void>>();
-
-function onReconnect(nc: NatsConnection, listener: () => void): () => void {
-  let set = reconnectListeners.get(nc);
-  if (set === undefined) {
-    const listeners = new Set<() => void>();
-    set = listeners;
-    reconnectListeners.set(nc, listeners);
-    void (async () => {
-      for await (const s of nc.status()) {
-        if (s.type === 'reconnect') for (const l of [...listeners]) l();
-      }
-    })().catch(() => undefined);
-  }
-  set.add(listener);
-  const listeners = set;
-  return () => listeners.delete(listener);
-}
-
 /**
  * A partition's log read as JetStream's ordered consumer reads it — an ephemeral consumer
  * filtered on `events.*.<p>`, no acks, made again from the next record wanted whenever a delivery
- * is missed, the consumer disappears or the connection comes back — but on a plain subscription:
- * the client's consumer builds a message object, splits the reply subject into eleven strings and
- * parses five numbers from them for every record, about 1.3 µs of the ~4 µs the ceiling of
- * `bench:e2e` spends per record (`.scratch` measurement in bench/README.md).
+ * is skipped, the server says the consumer is gone, heartbeats stop or the connection comes back —
+ * but on a plain subscription: the client's consumer builds a message object and splits the reply
+ * subject into eleven strings for every record (see {@link parseAckReply}).
  */
 export class PartitionConsumer implements EventSource {
   private readonly queue: (LogRecord | undefined)[] = [];
@@ -132,15 +50,23 @@ export class PartitionConsumer implements EventSource {
   private wake: (() => void) | undefined;
   /** The stream sequence of the next record wanted: where a consumer made again starts. */
   private nextSeq: number;
+  /** The consumer reading now; '' while one is being made. */
   private name = '';
   private sub: Subscription | undefined;
   private lastDelivery = 0;
   /** Records asked for and not yet delivered (or released by a status message). */
   private asked = 0;
-  private lastHeard = Date.now();
+  private batch = PULL_BATCH;
+  private refillAt = PULL_BATCH * PULL_REFILL_SHARE;
+  /** Heartbeat checks since the server last sent anything. */
+  private missed = 0;
+  private disconnected = false;
+  /** The consumer being made (at open, or again); `again` asks for another one after it. */
   private remaking: Promise<void> | undefined;
+  private again = false;
+  private retry: { timer: ReturnType<typeof setTimeout>; done: () => void } | undefined;
   private readonly timer: ReturnType<typeof setInterval>;
-  private readonly unlisten: () => void;
+  private readonly unwatch: () => void;
   private readonly info: AckReplyInfo = { streamSeq: 0, deliverySeq: 0, storedAt: 0, pending: 0 };
   private readonly nextSubject: (name: string) => string;
 
@@ -153,15 +79,8 @@ export class PartitionConsumer implements EventSource {
     this.nextSeq = Math.max(1, fromSeq);
     const prefix = jsm.getOptions().apiPrefix ?? '$JS.API';
     this.nextSubject = (name) => `${prefix}.CONSUMER.MSG.NEXT.${Streams.events}.${name}`;
-    this.timer = setInterval(() => {
-      if (
-        !this.stopped &&
-        this.remaking === undefined &&
-        Date.now() - this.lastHeard > 2 * HEARTBEAT_MS
-      )
-        this.remake();
-    }, HEARTBEAT_MS);
-    this.unlisten = onReconnect(nc, () => this.remake());
+    this.timer = setInterval(() => this.checkHeartbeats(), HEARTBEAT_MS);
+    this.unwatch = watchConnection(nc, (e) => this.onConnection(e));
   }
 
   /** Makes the consumer and starts reading; rejects (with nothing left open) if the first consumer cannot be made. */
@@ -172,8 +91,14 @@ export class PartitionConsumer implements EventSource {
     fromSeq: number,
   ): Promise<PartitionConsumer> {
     const c = new PartitionConsumer(nc, jsm, partition, fromSeq);
+    const first = c.make();
+    // A reconnect meanwhile asks for another consumer after this one, not one beside it.
+    c.remaking = first.then(
+      () => c.madeAgain(),
+      () => undefined,
+    );
     try {
-      await c.make();
+      await first;
     } catch (e) {
       c.stopped = true;
       c.close();
@@ -217,15 +142,22 @@ export class PartitionConsumer implements EventSource {
     const name = this.name;
     this.close();
     this.signal();
-    if (name !== '' && !this.nc.isClosed())
-      await this.jsm.consumers.delete(Streams.events, name).catch(() => undefined);
+    // A consumer still being made removes itself once made (see `make`). Without a server to
+    // answer, the delete could only time out: the server drops the consumer after
+    // INACTIVE_THRESHOLD_MS anyway.
+    if (name !== '' && !this.disconnected) await this.drop(name, STOP_DELETE_MS);
   }
 
   private close(): void {
     clearInterval(this.timer);
-    this.unlisten();
+    this.unwatch();
     this.sub?.unsubscribe();
     this.sub = undefined;
+    if (this.retry !== undefined) {
+      clearTimeout(this.retry.timer);
+      this.retry.done();
+      this.retry = undefined;
+    }
   }
 
   private signal(): void {
@@ -238,8 +170,44 @@ export class PartitionConsumer implements EventSource {
     if (this.stopped) return;
     this.failure = err;
     this.stopped = true;
+    const name = this.name;
     this.close();
     this.signal();
+    if (name !== '') void this.drop(name, STOP_DELETE_MS);
+  }
+
+  /** Deletes a consumer, giving up after `ms`; never rejects. */
+  private async drop(name: string, ms: number): Promise<void> {
+    if (this.nc.isClosed()) return;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([
+      this.jsm.consumers.delete(Streams.events, name).catch(() => undefined),
+      new Promise((r) => (timer = setTimeout(r, ms))),
+    ]);
+    clearTimeout(timer);
+  }
+
+  private onConnection(e: ConnectionEvent): void {
+    if (e === 'disconnect') this.disconnected = true;
+    else if (e === 'closed')
+      this.fail(
+        new Error(`partition ${this.partition}: the NATS connection closed; its log stops here`),
+      );
+    else {
+      // The server may have restarted (consumers in memory are gone) or not: a new consumer
+      // from the next record wanted is right either way.
+      this.disconnected = false;
+      this.remake();
+    }
+  }
+
+  /**
+   * The server sends a heartbeat while a pull waits with nothing to deliver. Checks are counted,
+   * not timed, so that one long stall of this thread is one missed check, not several.
+   */
+  private checkHeartbeats(): void {
+    if (this.stopped || this.remaking !== undefined || this.disconnected) return;
+    if (++this.missed >= MISSED_HEARTBEATS) this.remake();
   }
 
   /** Makes a consumer from `nextSeq` on a new inbox, so nothing the old one sent is read. */
@@ -259,15 +227,21 @@ export class PartitionConsumer implements EventSource {
         ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: this.nextSeq }
         : { deliver_policy: DeliverPolicy.All }),
     };
-    await this.jsm.consumers.add(Streams.events, config);
+    try {
+      await this.jsm.consumers.add(Streams.events, config);
+    } catch (e) {
+      // The server may have made it and its answer been lost (a reconnect): remove it.
+      void this.drop(name, STOP_DELETE_MS);
+      throw e;
+    }
     if (this.stopped) {
-      await this.jsm.consumers.delete(Streams.events, name).catch(() => undefined);
+      await this.drop(name, STOP_DELETE_MS);
       return;
     }
     this.name = name;
     this.lastDelivery = 0;
     this.asked = 0;
-    this.lastHeard = Date.now();
+    this.missed = 0;
     const sub = this.nc.subscribe(`_INBOX.${nuid.next()}`, {
       callback: (err, msg) => {
         if (sub !== this.sub) return;
@@ -281,26 +255,50 @@ export class PartitionConsumer implements EventSource {
 
   /** Drops the consumer and makes another from the next record wanted, retrying until it can. */
   private remake(): void {
-    if (this.stopped || this.remaking !== undefined) return;
+    if (this.stopped) return;
+    if (this.remaking !== undefined) {
+      this.again = true;
+      return;
+    }
     const old = this.name;
+    this.name = '';
     this.sub?.unsubscribe();
     this.sub = undefined;
+    if (old !== '') void this.drop(old, STOP_DELETE_MS);
     this.remaking = (async () => {
-      if (old !== '') void this.jsm.consumers.delete(Streams.events, old).catch(() => undefined);
       for (let attempt = 0; !this.stopped; attempt++) {
         try {
           await this.make();
           return;
         } catch {
-          const ms = Math.min(RETRY_MAX_MS, RETRY_MIN_MS * 2 ** attempt);
-          await new Promise((r) => setTimeout(r, ms));
+          await this.pause(Math.min(RETRY_MAX_MS, RETRY_MIN_MS * 2 ** attempt));
         }
       }
-    })().finally(() => (this.remaking = undefined));
+    })().then(() => this.madeAgain());
+  }
+
+  /** A make has ended: another one if something asked for it meanwhile. */
+  private madeAgain(): void {
+    this.remaking = undefined;
+    if (this.again) {
+      this.again = false;
+      this.remake();
+    }
+  }
+
+  /** Waits before the next try; `close` ends the wait. */
+  private pause(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const done = (): void => {
+        this.retry = undefined;
+        resolve();
+      };
+      this.retry = { timer: setTimeout(done, ms), done };
+    });
   }
 
   private pull(): void {
-    const batch = PULL_BATCH - this.asked;
+    const batch = this.batch - this.asked;
     if (batch <= 0 || this.sub === undefined) return;
     this.asked += batch;
     this.nc.publish(
@@ -315,11 +313,16 @@ export class PartitionConsumer implements EventSource {
   }
 
   private onMessage(msg: Msg): void {
-    this.lastHeard = Date.now();
+    this.missed = 0;
     const reply = msg.reply ?? '';
     if (reply === '') return this.onStatus(msg);
     const info = this.info;
-    if (!parseAckReply(reply, info)) return;
+    if (!parseAckReply(reply, info))
+      return this.fail(
+        new Error(
+          `partition ${this.partition}: a record came with a reply subject Vigil cannot read (${reply}); is the server a NATS version Vigil supports (2.9+)?`,
+        ),
+      );
     if (info.deliverySeq !== this.lastDelivery + 1) return this.remake();
     this.lastDelivery = info.deliverySeq;
     this.nextSeq = info.streamSeq + 1;
@@ -330,29 +333,47 @@ export class PartitionConsumer implements EventSource {
       storedAt: info.storedAt,
       pending: info.pending,
     });
-    if (--this.asked <= PULL_REFILL_AT) this.pull();
+    if (--this.asked <= this.refillAt) this.pull();
     this.signal();
   }
 
-  /** Heartbeats (100) say the consumer lives; 404/408/409 release what a pull had asked for. */
+  /**
+   * 100: a heartbeat. 404/408: a pull ended, its undelivered count in `Nats-Pending-Messages`.
+   * 409: the consumer is gone (made again), or a pull broke a server limit, which asking again
+   * would only repeat (the source fails, saying which).
+   */
   private onStatus(msg: Msg): void {
     const h = msg.headers;
     if (h === undefined) return;
-    const code = h.code;
+    const { code, description } = h;
     if (code === 100) return;
-    if (code === 400) {
-      this.fail(
-        new Error(`JetStream refused a pull for partition ${this.partition}: ${h.description}`),
-      );
-      return;
+    if (code === 400) return this.fail(this.refused(description));
+    if (code === 503) return this.remake();
+    if (code === 409) {
+      if (/consumer (is )?deleted|leadership change/i.test(description)) return this.remake();
+      // A server that caps a pull's batch refuses every pull over it, all of them so far (each
+      // asked for more): ask for that many from now on.
+      const cap = /exceeded maxrequestbatch of (\d+)/i.exec(description);
+      if (cap !== null && Number(cap[1]) > 0 && Number(cap[1]) < this.batch) {
+        this.batch = Number(cap[1]);
+        this.refillAt = Math.floor(this.batch * PULL_REFILL_SHARE);
+        this.asked = 0;
+        return this.pull();
+      }
+      if (/exceeded max ?request|exceeds max ?bytes/i.test(description))
+        return this.fail(this.refused(description));
     }
-    if (code === 409 && /consumer (is )?deleted|leadership change/i.test(h.description)) {
-      this.remake();
-      return;
-    }
+    // Released only by the count the server gives: a pull whose count is unknown is still taken
+    // as outstanding; if none is, heartbeats stop and the consumer is made again.
     const left = Number(h.get('Nats-Pending-Messages'));
-    this.asked = Number.isFinite(left) && left > 0 ? Math.max(0, this.asked - left) : 0;
-    if (this.asked <= PULL_REFILL_AT) this.pull();
+    if (Number.isSafeInteger(left) && left > 0) this.asked = Math.max(0, this.asked - left);
+    if (this.asked <= this.refillAt) this.pull();
+  }
+
+  private refused(description: string): Error {
+    return new Error(
+      `partition ${this.partition}: JetStream refused the pull of its consumer on ${Streams.events}: ${description}; a pull asks for up to ${this.batch} records and waits up to ${PULL_EXPIRES_MS} ms; check the server's JetStream limits (max_request_expires, max_request_max_bytes)`,
+    );
   }
 }
 

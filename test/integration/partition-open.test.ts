@@ -1,5 +1,7 @@
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
+import { connect } from '@nats-io/transport-node';
+import { jetstreamManager } from '@nats-io/jetstream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPartition, emptyRuleSet, type CheckpointParts } from '../../rules/index.js';
 import {
@@ -243,5 +245,17 @@ describe('openPartition (real nats-server and redis-server)', () => {
       await source.stop();
     }
     expect(await ours()).toEqual([]);
+  });
+  it('ends with an error that says why when its connection closes', async () => {
+    const nc = await connect({ servers: servers.nats.url });
+    const source = await jetStreamPartitionSource({ nc, jsm: await jetstreamManager(nc) }, PART, 1);
+    try {
+      expect(await take(source, 3)).toEqual(seqs.slice(0, 3));
+      await nc.close();
+      await expect(take(source, Number.MAX_SAFE_INTEGER)).rejects.toThrow(/connection closed/);
+      expect(source.ended).toBe(true);
+    } finally {
+      await source.stop();
+    }
   });
 });
