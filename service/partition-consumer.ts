@@ -8,6 +8,7 @@ import {
 } from '@nats-io/jetstream';
 import { parseAckReply, type AckReplyInfo } from './ack-reply.js';
 import { watchConnection, type ConnectionEvent } from './connection-watch.js';
+import { ServiceError, ServiceErrorCode } from './errors.js';
 import type { EventSource, LogRecord } from './event-source.js';
 import { partitionFilter, Streams } from './subjects.js';
 
@@ -21,8 +22,8 @@ const PULL_REFILL_SHARE = 0.75;
 const PULL_EXPIRES_MS = 30_000;
 /**
  * The server sends a heartbeat this often while a pull waits with nothing to deliver. Nothing
- * at all for MISSED_HEARTBEATS checks means the consumer is gone (a restarted server, a deleted consumer):
- * it is made again from the next record wanted.
+ * at all for MISSED_HEARTBEATS checks means the consumer is gone (a restarted server, a deleted
+ * consumer): it is made again from the next record wanted.
  */
 const HEARTBEAT_MS = 5_000;
 const MISSED_HEARTBEATS = 3;
@@ -191,7 +192,11 @@ export class PartitionConsumer implements EventSource {
     if (e === 'disconnect') this.disconnected = true;
     else if (e === 'closed')
       this.fail(
-        new Error(`partition ${this.partition}: the NATS connection closed; its log stops here`),
+        new ServiceError(
+          ServiceErrorCode.Nats,
+          `partition ${this.partition}: the NATS connection closed; its log stops here`,
+          { retryable: true },
+        ),
       );
     else {
       // The server may have restarted (consumers in memory are gone) or not: a new consumer
@@ -245,7 +250,14 @@ export class PartitionConsumer implements EventSource {
     const sub = this.nc.subscribe(`_INBOX.${nuid.next()}`, {
       callback: (err, msg) => {
         if (sub !== this.sub) return;
-        if (err) this.fail(err);
+        if (err)
+          this.fail(
+            new ServiceError(
+              ServiceErrorCode.Nats,
+              `partition ${this.partition}: its subscription failed: ${err.message}`,
+              { retryable: false, cause: err },
+            ),
+          );
         else this.onMessage(msg);
       },
     });
@@ -319,8 +331,10 @@ export class PartitionConsumer implements EventSource {
     const info = this.info;
     if (!parseAckReply(reply, info))
       return this.fail(
-        new Error(
+        new ServiceError(
+          ServiceErrorCode.Nats,
           `partition ${this.partition}: a record came with a reply subject Vigil cannot read (${reply}); is the server a NATS version Vigil supports (2.9+)?`,
+          { retryable: false },
         ),
       );
     if (info.deliverySeq !== this.lastDelivery + 1) return this.remake();
@@ -370,9 +384,11 @@ export class PartitionConsumer implements EventSource {
     if (this.asked <= this.refillAt) this.pull();
   }
 
-  private refused(description: string): Error {
-    return new Error(
+  private refused(description: string): ServiceError {
+    return new ServiceError(
+      ServiceErrorCode.Nats,
       `partition ${this.partition}: JetStream refused the pull of its consumer on ${Streams.events}: ${description}; a pull asks for up to ${this.batch} records and waits up to ${PULL_EXPIRES_MS} ms; check the server's JetStream limits (max_request_expires, max_request_max_bytes)`,
+      { retryable: false },
     );
   }
 }
