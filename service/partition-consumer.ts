@@ -13,8 +13,10 @@ import type { EventSource, LogRecord } from './event-source.js';
 import { partitionFilter, Streams } from './subjects.js';
 
 /**
- * Records asked for at once (fewer if the server's `max_request_batch` is lower), and the share
- * still on their way below which more are asked for.
+ * Records asked for or waiting to be taken, at most (fewer if the server's `max_request_batch` is
+ * lower), and the share of it below which more are asked for. Counting the records not yet taken
+ * is the flow control: a partition that reads slower than the server delivers (a backlog, a
+ * marker waiting for its control message) holds at most this many, not its whole log.
  */
 const PULL_BATCH = 2000;
 const PULL_REFILL_SHARE = 0.75;
@@ -120,6 +122,7 @@ export class PartitionConsumer implements EventSource {
         queue.splice(0, this.head);
         this.head = 0;
       }
+      if (this.asked + queue.length - this.head <= this.refillAt) this.pull();
       return r;
     }
     if (this.failure !== undefined) throw this.failure;
@@ -133,6 +136,11 @@ export class PartitionConsumer implements EventSource {
 
   get ended(): boolean {
     return this.stopped && this.head >= this.queue.length;
+  }
+
+  /** Records received and not yet taken. */
+  get queued(): number {
+    return this.queue.length - this.head;
   }
 
   async stop(): Promise<void> {
@@ -190,14 +198,7 @@ export class PartitionConsumer implements EventSource {
 
   private onConnection(e: ConnectionEvent): void {
     if (e === 'disconnect') this.disconnected = true;
-    else if (e === 'closed')
-      this.fail(
-        new ServiceError(
-          ServiceErrorCode.Nats,
-          `partition ${this.partition}: the NATS connection closed; its log stops here`,
-          { retryable: true },
-        ),
-      );
+    else if (e === 'closed') this.fail(this.closed());
     else {
       // The server may have restarted (consumers in memory are gone) or not: a new consumer
       // from the next record wanted is right either way.
@@ -212,7 +213,10 @@ export class PartitionConsumer implements EventSource {
    */
   private checkHeartbeats(): void {
     if (this.stopped || this.remaking !== undefined || this.disconnected) return;
-    if (++this.missed >= MISSED_HEARTBEATS) this.remake();
+    // With the window full of records not yet taken nothing is asked for, and the server, with no
+    // pull waiting, sends nothing: that silence says nothing about the consumer.
+    if (this.asked === 0) this.missed = 0;
+    else if (++this.missed >= MISSED_HEARTBEATS) this.remake();
   }
 
   /** Makes a consumer from `nextSeq` on a new inbox, so nothing the old one sent is read. */
@@ -252,11 +256,13 @@ export class PartitionConsumer implements EventSource {
         if (sub !== this.sub) return;
         if (err)
           this.fail(
-            new ServiceError(
-              ServiceErrorCode.Nats,
-              `partition ${this.partition}: its subscription failed: ${err.message}`,
-              { retryable: false, cause: err },
-            ),
+            this.nc.isClosed()
+              ? this.closed(err)
+              : new ServiceError(
+                  ServiceErrorCode.Nats,
+                  `partition ${this.partition}: its subscription failed: ${err.message}`,
+                  { retryable: false, cause: err },
+                ),
           );
         else this.onMessage(msg);
       },
@@ -309,9 +315,12 @@ export class PartitionConsumer implements EventSource {
     });
   }
 
+  /** Asks for what the window has room for: `batch` less what is on its way or waiting. */
   private pull(): void {
-    const batch = this.batch - this.asked;
+    const batch = this.batch - this.asked - (this.queue.length - this.head);
     if (batch <= 0 || this.sub === undefined) return;
+    // The connection closes under a worker that is stopping: publish would throw (into `next`).
+    if (this.nc.isClosed()) return this.fail(this.closed());
     this.asked += batch;
     this.nc.publish(
       this.nextSubject(this.name),
@@ -347,7 +356,8 @@ export class PartitionConsumer implements EventSource {
       storedAt: info.storedAt,
       pending: info.pending,
     });
-    if (--this.asked <= this.refillAt) this.pull();
+    // Asked for → waiting: the window is as full as before, nothing to ask for until one is taken.
+    this.asked--;
     this.signal();
   }
 
@@ -381,7 +391,15 @@ export class PartitionConsumer implements EventSource {
     // as outstanding; if none is, heartbeats stop and the consumer is made again.
     const left = Number(h.get('Nats-Pending-Messages'));
     if (Number.isSafeInteger(left) && left > 0) this.asked = Math.max(0, this.asked - left);
-    if (this.asked <= this.refillAt) this.pull();
+    if (this.asked + this.queue.length - this.head <= this.refillAt) this.pull();
+  }
+
+  private closed(cause?: Error): ServiceError {
+    return new ServiceError(
+      ServiceErrorCode.Nats,
+      `partition ${this.partition}: the NATS connection closed; its log stops here`,
+      { retryable: true, cause },
+    );
   }
 
   private refused(description: string): ServiceError {

@@ -20,6 +20,7 @@ import {
   type EventSource,
 } from '../../service/index.js';
 import { openPartition, type RestoredPartition } from '../../service/partition-open.js';
+import type { PartitionConsumer } from '../../service/partition-consumer.js';
 import { startTestServers, type TestServers } from './servers.js';
 
 // openPartition creates a partition's consumer from the checkpoint's offset, read ahead of the
@@ -254,6 +255,33 @@ describe('openPartition (real nats-server and redis-server)', () => {
       await nc.close();
       await expect(take(source, Number.MAX_SAFE_INTEGER)).rejects.toThrow(/connection closed/);
       expect(source.ended).toBe(true);
+    } finally {
+      await source.stop();
+    }
+  });
+  it('holds at most a window of records that are not taken, and hands them all out in order', async () => {
+    const published: number[] = [];
+    for (let i = 0; i < 6000; i += 500) {
+      const acks = await Promise.all(
+        Array.from({ length: 500 }, (_, j) =>
+          servers.js.publish(
+            partitionedEventSubject('window', PART),
+            JSON.stringify({ type: 'x', i: i + j }),
+          ),
+        ),
+      );
+      published.push(...acks.map((a) => a.seq));
+    }
+    const source = (await jetStreamPartitionSource(
+      servers,
+      PART,
+      published[0] as number,
+    )) as PartitionConsumer;
+    try {
+      // Nothing is taken: the server could deliver all 6,000 meanwhile, the window lets 2,000 in.
+      await new Promise((r) => setTimeout(r, 700));
+      expect(source.queued).toBe(2000);
+      expect(await take(source, published.length)).toEqual(published);
     } finally {
       await source.stop();
     }
