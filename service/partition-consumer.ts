@@ -200,11 +200,36 @@ export class PartitionConsumer implements EventSource {
     if (e === 'disconnect') this.disconnected = true;
     else if (e === 'closed') this.fail(this.closed());
     else {
-      // The server may have restarted (consumers in memory are gone) or not: a new consumer
-      // from the next record wanted is right either way.
       this.disconnected = false;
-      this.remake();
+      this.resume();
     }
+  }
+
+  /**
+   * After a reconnect: a server that restarted has lost the consumer (it lives in memory), one
+   * that did not still has it, and making every partition's consumer again would cost it a scan
+   * of the stream each. So ask first, as the client does: if it is there, pulls start over (those
+   * waiting may have gone with the old connection, and a record lost on the way shows as a
+   * skipped delivery); if not, or if the answer fails, it is made again.
+   */
+  private resume(): void {
+    const name = this.name;
+    if (this.stopped) return;
+    if (name === '' || this.remaking !== undefined) return this.remake();
+    this.remaking = this.jsm.consumers
+      .info(Streams.events, name)
+      .then(
+        () => {
+          if (this.stopped || this.name !== name) return;
+          this.asked = 0;
+          this.missed = 0;
+          this.pull();
+        },
+        () => {
+          this.again = true;
+        },
+      )
+      .then(() => this.madeAgain());
   }
 
   /**

@@ -286,4 +286,45 @@ describe('openPartition (real nats-server and redis-server)', () => {
       await source.stop();
     }
   });
+  it('keeps its consumer over a reconnect to a server that kept it, none missed or twice', async () => {
+    const nc = await connect({ servers: servers.nats.url });
+    const publish = async (n: number): Promise<number[]> =>
+      (
+        await Promise.all(
+          Array.from({ length: n }, (_, i) =>
+            servers.js.publish(
+              partitionedEventSubject('blip', PART),
+              JSON.stringify({ type: 'x', i }),
+            ),
+          ),
+        )
+      ).map((a) => a.seq);
+    const ours = async (): Promise<string[]> =>
+      (await servers.jsm.consumers.list(Streams.events).next())
+        .map((c) => c.name)
+        .filter((n) => n.startsWith(`v${PART}_`));
+    const first = await publish(20);
+    const source = await jetStreamPartitionSource(
+      { nc, jsm: await jetstreamManager(nc) },
+      PART,
+      first[0] as number,
+    );
+    try {
+      expect(await take(source, 20)).toEqual(first);
+      const before = await ours();
+      const back = new Promise<void>((resolve) => {
+        void (async () => {
+          for await (const s of nc.status()) if (s.type === 'reconnect') return resolve();
+        })();
+      });
+      await nc.reconnect();
+      await back;
+      const second = await publish(20);
+      expect(await take(source, 20)).toEqual(second);
+      expect(await ours()).toEqual(before);
+    } finally {
+      await source.stop();
+      await nc.close();
+    }
+  });
 });
