@@ -90,6 +90,23 @@ async function take(source: EventSource, n: number): Promise<number[]> {
   return out;
 }
 
+/** Publishes `n` events of `key` into partition PART; their stream sequences. */
+async function publishTo(key: string, n: number): Promise<number[]> {
+  const acks = await Promise.all(
+    Array.from({ length: n }, (_, i) =>
+      servers.js.publish(partitionedEventSubject(key, PART), JSON.stringify({ type: 'x', i })),
+    ),
+  );
+  return acks.map((a) => a.seq);
+}
+
+/** The partition's consumers on the server (PartitionConsumer names them v<p>_…). */
+async function ourConsumers(): Promise<string[]> {
+  return (await servers.jsm.consumers.list(Streams.events).next())
+    .map((c) => c.name)
+    .filter((n) => n.startsWith(`v${PART}_`));
+}
+
 async function firstSeq(s: CheckpointStore): Promise<number | undefined> {
   const loader = new CheckpointLoader(s);
   loader.prefetch(PART);
@@ -215,37 +232,23 @@ describe('openPartition (real nats-server and redis-server)', () => {
     }
   });
   it('reads on, none missed or twice, when its consumer is deleted under it; stop() removes it', async () => {
-    const publish = async (n: number): Promise<number[]> =>
-      (
-        await Promise.all(
-          Array.from({ length: n }, (_, i) =>
-            servers.js.publish(
-              partitionedEventSubject('gone', PART),
-              JSON.stringify({ type: 'x', i }),
-            ),
-          ),
-        )
-      ).map((a) => a.seq);
-    const ours = async (): Promise<string[]> =>
-      (await servers.jsm.consumers.list(Streams.events).next())
-        .map((c) => c.name)
-        .filter((n) => n.startsWith(`v${PART}_`));
+    const publish = (n: number): Promise<number[]> => publishTo('gone', n);
     const first = await publish(50);
     const source = await jetStreamPartitionSource(servers, PART, first[0] as number);
     try {
       expect(await take(source, 50)).toEqual(first);
-      const before = await ours();
+      const before = await ourConsumers();
       expect(before).toHaveLength(1);
       await servers.jsm.consumers.delete(Streams.events, before[0] as string);
       const second = await publish(50);
       expect(await take(source, 50)).toEqual(second);
-      const after = await ours();
+      const after = await ourConsumers();
       expect(after).toHaveLength(1);
       expect(after).not.toEqual(before);
     } finally {
       await source.stop();
     }
-    expect(await ours()).toEqual([]);
+    expect(await ourConsumers()).toEqual([]);
   });
   it('ends with an error that says why when its connection closes', async () => {
     const nc = await connect({ servers: servers.nats.url });
@@ -288,21 +291,7 @@ describe('openPartition (real nats-server and redis-server)', () => {
   });
   it('keeps its consumer over a reconnect to a server that kept it, none missed or twice', async () => {
     const nc = await connect({ servers: servers.nats.url });
-    const publish = async (n: number): Promise<number[]> =>
-      (
-        await Promise.all(
-          Array.from({ length: n }, (_, i) =>
-            servers.js.publish(
-              partitionedEventSubject('blip', PART),
-              JSON.stringify({ type: 'x', i }),
-            ),
-          ),
-        )
-      ).map((a) => a.seq);
-    const ours = async (): Promise<string[]> =>
-      (await servers.jsm.consumers.list(Streams.events).next())
-        .map((c) => c.name)
-        .filter((n) => n.startsWith(`v${PART}_`));
+    const publish = (n: number): Promise<number[]> => publishTo('blip', n);
     const first = await publish(20);
     const source = await jetStreamPartitionSource(
       { nc, jsm: await jetstreamManager(nc) },
@@ -311,7 +300,7 @@ describe('openPartition (real nats-server and redis-server)', () => {
     );
     try {
       expect(await take(source, 20)).toEqual(first);
-      const before = await ours();
+      const before = await ourConsumers();
       const back = new Promise<void>((resolve) => {
         void (async () => {
           for await (const s of nc.status()) if (s.type === 'reconnect') return resolve();
@@ -321,7 +310,7 @@ describe('openPartition (real nats-server and redis-server)', () => {
       await back;
       const second = await publish(20);
       expect(await take(source, 20)).toEqual(second);
-      expect(await ours()).toEqual(before);
+      expect(await ourConsumers()).toEqual(before);
     } finally {
       await source.stop();
       await nc.close();
