@@ -60,7 +60,6 @@ export class PartitionConsumer implements EventSource {
   /** Records asked for and not yet delivered (or released by a status message). */
   private asked = 0;
   private batch = PULL_BATCH;
-  private refillAt = PULL_BATCH * PULL_REFILL_SHARE;
   /** Heartbeat checks since the server last sent anything. */
   private missed = 0;
   private disconnected = false;
@@ -122,7 +121,7 @@ export class PartitionConsumer implements EventSource {
         queue.splice(0, this.head);
         this.head = 0;
       }
-      if (this.asked + queue.length - this.head <= this.refillAt) this.pull();
+      this.refill();
       return r;
     }
     if (this.failure !== undefined) throw this.failure;
@@ -340,9 +339,14 @@ export class PartitionConsumer implements EventSource {
     });
   }
 
+  /** Asks for more once what is on its way or waiting falls to PULL_REFILL_SHARE of the window. */
+  private refill(): void {
+    if (this.asked + this.queued <= this.batch * PULL_REFILL_SHARE) this.pull();
+  }
+
   /** Asks for what the window has room for: `batch` less what is on its way or waiting. */
   private pull(): void {
-    const batch = this.batch - this.asked - (this.queue.length - this.head);
+    const batch = this.batch - this.asked - this.queued;
     if (batch <= 0 || this.sub === undefined) return;
     // The connection closes under a worker that is stopping: publish would throw (into `next`).
     if (this.nc.isClosed()) return this.fail(this.closed());
@@ -405,7 +409,6 @@ export class PartitionConsumer implements EventSource {
       const cap = /exceeded maxrequestbatch of (\d+)/i.exec(description);
       if (cap !== null && Number(cap[1]) > 0 && Number(cap[1]) < this.batch) {
         this.batch = Number(cap[1]);
-        this.refillAt = Math.floor(this.batch * PULL_REFILL_SHARE);
         this.asked = 0;
         return this.pull();
       }
@@ -416,7 +419,7 @@ export class PartitionConsumer implements EventSource {
     // as outstanding; if none is, heartbeats stop and the consumer is made again.
     const left = Number(h.get('Nats-Pending-Messages'));
     if (Number.isSafeInteger(left) && left > 0) this.asked = Math.max(0, this.asked - left);
-    if (this.asked + this.queue.length - this.head <= this.refillAt) this.pull();
+    this.refill();
   }
 
   private closed(cause?: Error): ServiceError {
