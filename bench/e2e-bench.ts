@@ -800,6 +800,7 @@ async function main(): Promise<void> {
     // From the start of the log each time, not from an earlier drain's last checkpoint.
     if (redis && opts.checkpointIntervalMs > 0) await flushRedis(redis.url);
     const t0 = performance.now();
+    const t0Wall = Date.now();
     const service = await startTracked(opts);
     // The start-up probe of the mapping adds one record; every record counts once in vigil_events_total.
     const target = (await jsm.streams.info(Streams.events)).state.messages;
@@ -845,6 +846,15 @@ async function main(): Promise<void> {
     clearInterval(readyTimer);
     const readySeconds = ((readyAt || performance.now()) - t0) / 1000;
     const serviceSeconds = (drainedAt - t0) / 1000;
+    // When each partition began reading, and how long nats-server took to make its consumer:
+    // on a long log that is most of the start-up (a filtered consumer counts what it has pending).
+    const starts = service.pool
+      .status()
+      .flatMap((w) => w.started)
+      .sort((a, b) => a.at - b.at);
+    log(
+      `    partitions reading from (ms after the start; their consumer's creation): ${starts.map((s) => `p${s.partition} +${s.at - t0Wall} (${Math.round(s.consumerMs)})`).join(', ')}`,
+    );
     return { service, target, serviceSeconds, readySeconds };
   };
   // (b0) The cost of checkpoints (issue: every 1 s against off, ≥ 0.9), side by side on a second
