@@ -1,11 +1,11 @@
 import { absenceEvent, absenceIdle, absenceTimer } from './cep/absence.js';
 import { Heap } from './cep/heap.js';
 import {
+  isWrapped,
   newKeyState,
   opOf,
   storedState,
   supOf,
-  WrappedState,
   type AlertDraft,
   type KeyState,
   type OperatorEvent,
@@ -332,7 +332,7 @@ function saveState(st: PartitionState, rule: CompiledRule, key: string, ks: KeyS
     const more =
       releasing !== undefined && byLineage.full ? releasing.sameKeyAfter(releasingAt) : 0;
     byLineage.add(sid, storedState(ks.sup, ks.op), more);
-  } else if (before instanceof WrappedState && (ks.sup !== undefined || ks.op === undefined)) {
+  } else if (isWrapped(before) && (ks.sup !== undefined || ks.op === undefined)) {
     // Still wrapped: the wrapper is reused.
     before.sup = ks.sup;
     before.op = ks.op;

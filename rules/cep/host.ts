@@ -46,12 +46,22 @@ export function storedState(sup: number | undefined, op: unknown): StoredState {
   return sup === undefined && op !== undefined ? op : new WrappedState(sup, op);
 }
 
+/**
+ * Whether a stored state is a {@link WrappedState}. Most are small windows, which are arrays:
+ * `Array.isArray` answers for them before `instanceof` walks their prototypes. With `instanceof`
+ * alone, checkpoint encoding (two of these per lineage of a key) took 25% longer and
+ * `bench:core --checkpoint-every 2000` read 7-15% fewer events a second (bench/README.md).
+ */
+export function isWrapped(v: StoredState): v is WrappedState {
+  return !Array.isArray(v) && v instanceof WrappedState;
+}
+
 export function supOf(v: StoredState): number | undefined {
-  return v instanceof WrappedState ? v.sup : undefined;
+  return isWrapped(v) ? v.sup : undefined;
 }
 
 export function opOf(v: StoredState): unknown {
-  return v instanceof WrappedState ? v.op : v;
+  return isWrapped(v) ? v.op : v;
 }
 
 /**
