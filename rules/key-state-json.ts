@@ -20,7 +20,7 @@ import {
   type SmallWindow,
 } from './cep/small-window.js';
 import { SnapshotError } from './errors.js';
-import type { LineageIndex } from './lineage-index.js';
+import { entryText, type LineageIndex } from './lineage-index.js';
 import type { EventRef } from './types.js';
 
 /**
@@ -194,14 +194,14 @@ export function encodeKeyStates(byLineage: LineageStates, index: LineageIndex): 
   np = 0;
   put('[');
   put(String(base));
-  // The distinct plain windows written so far (a few), and their positions as text.
+  // The distinct plain windows written so far (a few), and their positions.
   const written: (SlidingState | SmallWindow)[] = [];
-  const writtenAt: string[] = [];
+  const writtenAt: number[] = [];
   let at = 0;
   byLineage.forEach((v, sid) => {
     at++;
-    put(index.entryPrefix(sid));
-    let op: string | undefined;
+    const texts = index.entryTexts(sid);
+    let op: number | undefined;
     const s = opOf(v) as SlidingState | SmallWindow | undefined;
     const sup = supOf(v);
     if (
@@ -219,10 +219,15 @@ export function encodeKeyStates(byLineage: LineageStates, index: LineageIndex): 
           op = writtenAt[j];
       if (op === undefined && written.length < 4 && (isSmallWindow(s) || finiteWindow(s))) {
         written.push(s);
-        writtenAt.push(String(at));
+        writtenAt.push(at);
       }
     }
-    if (op !== undefined) put(op);
+    if (op !== undefined && sup === undefined) {
+      put(entryText(texts, op));
+      return;
+    }
+    put(texts[0] as string);
+    if (op !== undefined) put(String(op));
     else putOp(s, base);
     if (sup !== undefined) {
       put(',');

@@ -14,8 +14,13 @@
  */
 export class LineageIndex {
   private readonly ids = new Map<string, number>();
-  /** A field entry's opening for each numbered lineage, `,[<n>,`: encoding builds no number text per entry. */
-  private readonly prefixes = new Map<string, string>();
+  /**
+   * Per numbered lineage, the texts its entries in a field open with or are: `,[<n>,` first, then
+   * at `i` the whole entry `,[<n>,<i>]` of a window equal to the field's entry `i`, made when first
+   * written. Encoding builds no number text per entry, and an entry that refers to an earlier one
+   * is one piece of the field instead of three (the pieces are joined once per field).
+   */
+  private readonly texts = new Map<string, string[]>();
   private readonly names = new Map<number, string>();
   private next = 1;
   /** Numbers given since the last checkpoint took them, with their lineage. */
@@ -34,15 +39,18 @@ export class LineageIndex {
     return n;
   }
 
-  /** `,[<n>,`: the opening of the lineage's entry in a field, its number given now if it has none. */
-  entryPrefix(sid: string): string {
-    return this.prefixes.get(sid) ?? (this.numberOf(sid), this.prefixes.get(sid) as string);
+  /**
+   * The lineage's entry texts in a field, its number given now if it has none: `[0]` is the
+   * opening `,[<n>,`; `[i]`, when made, the entry `,[<n>,<i>]` (see {@link entryText}).
+   */
+  entryTexts(sid: string): string[] {
+    return this.texts.get(sid) ?? (this.numberOf(sid), this.texts.get(sid) as string[]);
   }
 
   private set(n: number, sid: string): void {
     this.ids.set(sid, n);
     this.names.set(n, sid);
-    this.prefixes.set(sid, ',[' + n + ',');
+    this.texts.set(sid, [',[' + n + ',']);
   }
 
   /** The lineage a stored field names by `n`; undefined when the partition holds no such number. */
@@ -52,7 +60,7 @@ export class LineageIndex {
 
   /** `,[<n>,` when the lineage has a number, without giving one: how its entries open in a field. */
   openingOf(sid: string): string | undefined {
-    return this.prefixes.get(sid);
+    return this.texts.get(sid)?.[0];
   }
 
   /** Lets the lineage's number go (its lineage was dropped); the next checkpoint deletes it. */
@@ -61,7 +69,7 @@ export class LineageIndex {
     if (n === undefined) return;
     this.ids.delete(sid);
     this.names.delete(n);
-    this.prefixes.delete(sid);
+    this.texts.delete(sid);
     this.removed.push(n);
   }
 
@@ -104,4 +112,12 @@ export class LineageIndex {
   get size(): number {
     return this.ids.size;
   }
+}
+
+/**
+ * The entry `,[<n>,<at>]` of a lineage whose window equals the field's entry `at` (from 1), from
+ * the lineage's {@link LineageIndex.entryTexts}, made once.
+ */
+export function entryText(texts: string[], at: number): string {
+  return (texts[at] ??= (texts[0] as string) + at + ']');
 }
