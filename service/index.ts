@@ -6,6 +6,8 @@ export { ServiceError, ServiceErrorCode } from './errors.js';
 export { storedAtMs, type EventSource, type LogRecord } from './event-source.js';
 export { parseAckReply, type AckReplyInfo } from './ack-reply.js';
 export { jetStreamPartitionSource } from './partition-consumer.js';
+export { pullRefused, pullStatus, type PullStatus } from './pull-status.js';
+export { RecordQueue } from './record-queue.js';
 export { WorkerMetrics } from './metrics.js';
 export { partitionOf } from './partitioner.js';
 export { PartitionRunner, type PartitionRunnerDeps } from './partition-runner.js';

@@ -10,6 +10,8 @@ import { parseAckReply, type AckReplyInfo } from './ack-reply.js';
 import { watchConnection, type ConnectionEvent } from './connection-watch.js';
 import { ServiceError, ServiceErrorCode } from './errors.js';
 import type { EventSource, LogRecord } from './event-source.js';
+import { pullRefused, pullStatus } from './pull-status.js';
+import { RecordQueue } from './record-queue.js';
 import { partitionFilter, Streams } from './subjects.js';
 
 /**
@@ -46,8 +48,7 @@ const nanos = (ms: number): number => ms * 1_000_000;
  * subject into eleven strings for every record (see {@link parseAckReply}).
  */
 export class PartitionConsumer implements EventSource {
-  private readonly queue: (LogRecord | undefined)[] = [];
-  private head = 0;
+  private readonly queue = new RecordQueue();
   private stopped = false;
   private failure: Error | undefined;
   private wake: (() => void) | undefined;
@@ -110,17 +111,8 @@ export class PartitionConsumer implements EventSource {
   }
 
   next(): LogRecord | undefined {
-    const queue = this.queue;
-    if (this.head < queue.length) {
-      const r = queue[this.head] as LogRecord;
-      // Cleared as taken, so a record handled is garbage at once rather than kept (with its
-      // payload) until the queue next empties.
-      queue[this.head++] = undefined;
-      if (this.head === queue.length) queue.length = this.head = 0;
-      else if (this.head >= 1024 && this.head * 2 >= queue.length) {
-        queue.splice(0, this.head);
-        this.head = 0;
-      }
+    const r = this.queue.take();
+    if (r !== undefined) {
       this.refill();
       return r;
     }
@@ -129,24 +121,24 @@ export class PartitionConsumer implements EventSource {
   }
 
   wait(): Promise<void> {
-    if (this.head < this.queue.length || this.stopped) return Promise.resolve();
+    if (this.queue.size > 0 || this.stopped) return Promise.resolve();
     return new Promise<void>((resolve) => (this.wake = resolve));
   }
 
   get ended(): boolean {
-    return this.stopped && this.head >= this.queue.length;
+    return this.stopped && this.queue.size === 0;
   }
 
   /** Records received and not yet taken. */
   get queued(): number {
-    return this.queue.length - this.head;
+    return this.queue.size;
   }
 
   async stop(): Promise<void> {
     // The record being handled is the last: the rest were never taken, and the next owner (or
     // this one, after a restart) reads them again from the checkpoint's offset.
     this.stopped = true;
-    this.queue.length = this.head = 0;
+    this.queue.clear();
     const name = this.name;
     this.close();
     this.signal();
@@ -390,36 +382,28 @@ export class PartitionConsumer implements EventSource {
     this.signal();
   }
 
-  /**
-   * 100: a heartbeat. 404/408: a pull ended, its undelivered count in `Nats-Pending-Messages`.
-   * 409: the consumer is gone (made again), or a pull broke a server limit, which asking again
-   * would only repeat (the source fails, saying which).
-   */
+  /** A status message on the inbox (see {@link pullStatus}). */
   private onStatus(msg: Msg): void {
     const h = msg.headers;
     if (h === undefined) return;
-    const { code, description } = h;
-    if (code === 100) return;
-    if (code === 400) return this.fail(this.refused(description));
-    if (code === 503) return this.remake();
-    if (code === 409) {
-      if (/consumer (is )?deleted|leadership change/i.test(description)) return this.remake();
-      // A server that caps a pull's batch refuses every pull over it, all of them so far (each
-      // asked for more): ask for that many from now on.
-      const cap = /exceeded maxrequestbatch of (\d+)/i.exec(description);
-      if (cap !== null && Number(cap[1]) > 0 && Number(cap[1]) < this.batch) {
-        this.batch = Number(cap[1]);
+    const status = pullStatus(h.code, h.description, h.get('Nats-Pending-Messages'), this.batch);
+    switch (status.kind) {
+      case 'heartbeat':
+        return;
+      case 'remake':
+        return this.remake();
+      case 'refused':
+        return this.fail(
+          pullRefused(this.partition, status.description, this.batch, PULL_EXPIRES_MS),
+        );
+      case 'capped':
+        this.batch = status.batch;
         this.asked = 0;
         return this.pull();
-      }
-      if (/exceeded max ?request|exceeds max ?bytes/i.test(description))
-        return this.fail(this.refused(description));
+      case 'ended':
+        this.asked = Math.max(0, this.asked - status.released);
+        return this.refill();
     }
-    // Released only by the count the server gives: a pull whose count is unknown is still taken
-    // as outstanding; if none is, heartbeats stop and the consumer is made again.
-    const left = Number(h.get('Nats-Pending-Messages'));
-    if (Number.isSafeInteger(left) && left > 0) this.asked = Math.max(0, this.asked - left);
-    this.refill();
   }
 
   private closed(cause?: Error): ServiceError {
@@ -427,14 +411,6 @@ export class PartitionConsumer implements EventSource {
       ServiceErrorCode.Nats,
       `partition ${this.partition}: the NATS connection closed; its log stops here`,
       { retryable: true, cause },
-    );
-  }
-
-  private refused(description: string): ServiceError {
-    return new ServiceError(
-      ServiceErrorCode.Nats,
-      `partition ${this.partition}: JetStream refused the pull of its consumer on ${Streams.events}: ${description}; a pull asks for up to ${this.batch} records and waits up to ${PULL_EXPIRES_MS} ms; check the server's JetStream limits (max_request_expires, max_request_max_bytes)`,
-      { retryable: false },
     );
   }
 }
