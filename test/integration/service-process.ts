@@ -4,6 +4,13 @@ import { eventually, type TestServers } from './servers.js';
 
 const root = resolve(import.meta.dirname, '../..');
 
+/** How a service process starts: from the sources through tsx, or as built (`node dist/service/main.js`). */
+export interface ServiceEntry {
+  readonly cwd: string;
+  readonly args: readonly string[];
+}
+const FROM_SOURCES: ServiceEntry = { cwd: root, args: ['--import', 'tsx', 'service/main.ts'] };
+
 /** One service process (`service/main.ts`), as in production: it can be killed with SIGKILL. */
 export class ServiceProcess {
   readonly child: ChildProcess;
@@ -14,9 +21,10 @@ export class ServiceProcess {
     servers: TestServers,
     private readonly partitions: number,
     env: Record<string, string> = {},
+    entry: ServiceEntry = FROM_SOURCES,
   ) {
-    this.child = spawn(process.execPath, ['--import', 'tsx', 'service/main.ts'], {
-      cwd: root,
+    this.child = spawn(process.execPath, [...entry.args], {
+      cwd: entry.cwd,
       env: {
         ...process.env,
         NATS_URL: servers.nats.url,
