@@ -36,9 +36,9 @@ await build({
 // A worker thread loads its modules again each time it starts (at start-up, after a crash, in
 // recovery), and a service process before it can start any: one file with its dependencies in it
 // loads in about half the time (a worker ~0.35 → ~0.15 s, the service's modules ~0.42 → ~0.22 s;
-// bench/README.md). The bundles replace the per-file worker.js and main.js, side by side in
-// dist/service/, so the pool still finds worker.js next to the module that starts it.
-for (const entry of ['service/worker.ts', 'service/main.ts'])
+// bench/README.md). The bundles replace the per-file worker.js, main.js and start.js; the pool
+// finds worker.js as ../service/worker.js from any of them.
+for (const entry of ['service/worker.ts', 'service/main.ts', 'scripts/start.ts'])
   await build({
     entryPoints: [entry],
     outfile: join('dist', entry.replace(/\.ts$/, '.js')),

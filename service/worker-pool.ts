@@ -6,13 +6,14 @@ import { GcPauseLog } from './gc-pauses.js';
 import type { FromWorker, PartitionStartTimings, ToWorker, WorkerInit } from './worker-protocol.js';
 
 /**
- * Where a worker thread starts. Compiled (dist/, what `npm start` runs) it is worker.js itself;
- * from the TypeScript sources (tests, `--import tsx`) it is worker-entry.mjs, which registers the
- * TypeScript loader in the thread (the main thread's loader is not inherited), then loads
- * worker.ts.
+ * Where a worker thread starts. Compiled (dist/, what `npm start` runs) it is
+ * dist/service/worker.js, found from any file one folder below dist/: this module's own, or a
+ * bundle that holds it (dist/service/main.js, dist/scripts/start.js). From the TypeScript sources
+ * (tests, `--import tsx`) it is worker-entry.mjs, which registers the TypeScript loader in the
+ * thread (the main thread's loader is not inherited), then loads worker.ts.
  */
 const WORKER_ENTRY = import.meta.url.endsWith('.js')
-  ? new URL('./worker.js', import.meta.url)
+  ? new URL('../service/worker.js', import.meta.url)
   : new URL('./worker-entry.mjs', import.meta.url);
 
 /**
