@@ -24,6 +24,14 @@ import { API_ENV, resolveControlPlaneOptions, startVigil } from '../control-plan
 
 const noDemo = process.argv.includes('--no-demo');
 const say = (line: string): void => console.log(`[vigil] ${line}`);
+// A write to a closed stdout (`npm start | head`, a terminal gone) would end this script with an
+// uncaught EPIPE and leave the servers it started running: once they are up, it stops everything
+// instead (at once, if stdout closed while they were starting).
+let stdoutClosed = false;
+let onStdoutClosed = (): void => {
+  stdoutClosed = true;
+};
+process.stdout.on('error', () => onStdoutClosed());
 
 async function portOr(preferred: number): Promise<number> {
   const { createServer } = await import('node:net');
@@ -111,18 +119,19 @@ say(`REST API:         ${service.url}/v1 (docs/api.md); CLI: npx vigil rules lis
 say('Ctrl-C stops everything.');
 
 let stopping = false;
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.on(signal, () => {
-    if (stopping) return;
-    stopping = true;
-    say('stopping …');
-    void (async () => {
-      for (const s of stops) await s();
-      await nc.close();
-      await vigil.stop();
-      for (const s of servers.reverse()) await s.stop();
-      say('stopped');
-      process.exit(0);
-    })();
-  });
+function stopEverything(): void {
+  if (stopping) return;
+  stopping = true;
+  say('stopping …');
+  void (async () => {
+    for (const s of stops) await s();
+    await nc.close();
+    await vigil.stop();
+    for (const s of servers.reverse()) await s.stop();
+    say('stopped');
+    process.exit(0);
+  })();
 }
+for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, stopEverything);
+onStdoutClosed = stopEverything;
+if (stdoutClosed) stopEverything();

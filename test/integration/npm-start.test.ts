@@ -92,4 +92,44 @@ describe('npm start, as a new user runs it', () => {
     expect(alive, `processes left behind:\n${output}`).toEqual([]);
     expect(output).toContain('stopped');
   });
+
+  it('stops the servers it started when its output is closed (npm start | head)', async () => {
+    // The clone the test above built.
+    const cwd = join(dir as string, 'vigil');
+    const proc = spawn(process.execPath, ['dist/scripts/start.js', '--no-demo'], {
+      cwd,
+      env: {
+        ...process.env,
+        VIGIL_HTTP_PORT: '0',
+        VIGIL_WORKERS: '1',
+        NATS_URL: '',
+        REDIS_URL: '',
+      },
+      stdio: ['ignore', 'pipe', 'ignore'],
+      detached: true,
+    });
+    child = proc;
+    // As `head` does: read the first lines, then close the pipe.
+    const servers = await new Promise<number[]>((resolve, reject) => {
+      let output = '';
+      proc.stdout?.on('data', (c: Buffer) => {
+        output += c.toString();
+        if (/redis-server redis:/.test(output)) resolve(descendants(proc.pid as number));
+      });
+      proc.once('exit', () => reject(new Error(`start ended before its servers ran:\n${output}`)));
+    });
+    expect(servers.length).toBeGreaterThanOrEqual(2); // nats-server, redis-server
+    proc.stdout?.destroy();
+    const exited = await new Promise<boolean>((r) => {
+      const timer = setTimeout(() => r(false), 60_000);
+      proc.once('exit', () => {
+        clearTimeout(timer);
+        r(true);
+      });
+    });
+    expect(exited, 'start.js still running 60 s after its output closed').toBe(true);
+    await new Promise((r) => setTimeout(r, 500));
+    const alive = servers.filter((pid) => spawnSync('kill', ['-0', String(pid)]).status === 0);
+    expect(alive, 'servers left behind').toEqual([]);
+  }, 90_000);
 });
