@@ -6,11 +6,14 @@ import { afterAll, describe, expect, it } from 'vitest';
 
 const root = resolve(import.meta.dirname, '../..');
 let dir: string | undefined;
-let child: ChildProcess | undefined;
+/** Each test's start, a process group of its own. */
+const children: ChildProcess[] = [];
 
 afterAll(async () => {
-  // On a failure, take down the whole process group: npm, the start script and the servers it started.
-  if (child?.pid !== undefined && child.exitCode === null) {
+  // On a failure, take down every whole process group: npm, the start script and the servers it
+  // started, which outlive a start script that died (their group is still there).
+  for (const child of children) {
+    if (child.pid === undefined) continue;
     try {
       process.kill(-child.pid, 'SIGKILL');
     } catch {
@@ -64,7 +67,7 @@ describe('npm start, as a new user runs it', () => {
       stdio: ['ignore', 'pipe', 'pipe'],
       detached: true,
     });
-    child = proc;
+    children.push(proc);
     let output = '';
     proc.stdout?.on('data', (c: Buffer) => (output += c.toString()));
     proc.stderr?.on('data', (c: Buffer) => (output += c.toString()));
@@ -108,7 +111,7 @@ describe('npm start, as a new user runs it', () => {
       stdio: ['ignore', 'pipe', 'ignore'],
       detached: true,
     });
-    child = proc;
+    children.push(proc);
     // As `head` does: read the first lines, then close the pipe.
     const servers = await new Promise<number[]>((resolve, reject) => {
       let output = '';
