@@ -27,11 +27,7 @@ const say = (line: string): void => console.log(`[vigil] ${line}`);
 // A write to a closed stdout (`npm start | head`, a terminal gone) would end this script with an
 // uncaught EPIPE and leave the servers it started running: once they are up, it stops everything
 // instead (at once, if stdout closed while they were starting).
-let stdoutClosed = false;
-let onStdoutClosed = (): void => {
-  stdoutClosed = true;
-};
-process.stdout.on('error', () => onStdoutClosed());
+const stdoutClosed = new Promise<void>((resolve) => process.stdout.on('error', () => resolve()));
 
 async function portOr(preferred: number): Promise<number> {
   const { createServer } = await import('node:net');
@@ -133,5 +129,4 @@ function stopEverything(): void {
   })();
 }
 for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, stopEverything);
-onStdoutClosed = stopEverything;
-if (stdoutClosed) stopEverything();
+void stdoutClosed.then(stopEverything);
