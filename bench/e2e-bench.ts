@@ -453,7 +453,7 @@ async function prepareLog(
   onCleanup(`the NATS connection to ${what}`, () => nc.close());
   const js = jetstream(nc);
   const jsm = await jetstreamManager(nc);
-  await ensureStreams(jsm, options.duplicateWindowMs);
+  await ensureStreams(jsm, options.duplicateWindowMs, PARTITIONS);
   await verifyMapping(nc, PARTITIONS);
   const controlBody = JSON.stringify({ op: 'replace-all', rules, meta: { actor: 'e2e-bench' } });
   const { seq: rulesSeq } = await js.publish(CONTROL_SUBJECT, controlBody);

@@ -128,11 +128,12 @@ export async function runBacktest(
   // The rule set in force in each partition at the start: its last marker before the range.
   const initial = new Map<number, RuleSet>();
   const markerFilter = `events.${MARKER_KEY}.*`;
-  const hasMarkers =
-    Object.keys(
-      (await jsm.streams.info(Streams.events, { subjects_filter: markerFilter })).state.subjects ??
-        {},
-    ).length > 0;
+  // One subject per partition that has markers (`events._vigil.<p>`): each is read on its own,
+  // since a consumer's filter must fall within one of the stream's subjects (`events.*.<p>`).
+  const markerSubjects = Object.keys(
+    (await jsm.streams.info(Streams.events, { subjects_filter: markerFilter })).state.subjects ??
+      {},
+  );
   let current: Replay | undefined;
   let candidate: Replay | undefined;
   const startMessages = await js.consumers.get(Streams.events, consumerOpts);
@@ -150,23 +151,24 @@ export async function runBacktest(
       if (first) {
         first = false;
         fromSeq = m.seq;
-        if (fromSeq > 1 && hasMarkers) {
-          const markers = await js.consumers.get(Streams.events, {
-            filter_subjects: markerFilter,
-            deliver_policy: DeliverPolicy.All,
-          });
-          const it = await markers.consume();
-          for await (const mk of it) {
-            if (mk.seq >= fromSeq) break;
-            const p = Number(mk.subject.split('.')[2]);
-            const c = (mk.json<{ controlSeq?: unknown }>() ?? {}).controlSeq;
-            const rs = typeof c === 'number' ? versions.get(c) : undefined;
-            if (rs !== undefined && rs.controlSeq > (initial.get(p)?.controlSeq ?? 0))
-              initial.set(p, rs);
-            if (mk.info.pending === 0) break;
+        if (fromSeq > 1)
+          for (const subject of markerSubjects) {
+            const markers = await js.consumers.get(Streams.events, {
+              filter_subjects: subject,
+              deliver_policy: DeliverPolicy.All,
+            });
+            const it = await markers.consume();
+            for await (const mk of it) {
+              if (mk.seq >= fromSeq) break;
+              const p = Number(mk.subject.split('.')[2]);
+              const c = (mk.json<{ controlSeq?: unknown }>() ?? {}).controlSeq;
+              const rs = typeof c === 'number' ? versions.get(c) : undefined;
+              if (rs !== undefined && rs.controlSeq > (initial.get(p)?.controlSeq ?? 0))
+                initial.set(p, rs);
+              if (mk.info.pending === 0) break;
+            }
+            await it.close();
           }
-          await it.close();
-        }
         current = new Replay(
           { kind: 'history', versions },
           cfg.partitions,

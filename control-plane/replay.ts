@@ -11,7 +11,7 @@ import {
   type RuleLimits,
   type RuleSet,
 } from '../rules/index.js';
-import { MARKER_KEY, partitionOf, TICK_KEY } from '../service/index.js';
+import { classifyRecord } from '../service/index.js';
 
 /** One message of `EVENTS`, as a replay reads it. */
 export interface ReplayMessage {
@@ -28,17 +28,6 @@ export type ReplayRules =
   | { readonly kind: 'history'; readonly versions: ReadonlyMap<number, RuleSet> }
   /** One fixed rule set for every event; markers change nothing. */
   | { readonly kind: 'candidate'; readonly ruleSet: RuleSet };
-
-const decoder = new TextDecoder();
-
-function system(data: Uint8Array): Record<string, unknown> | undefined {
-  try {
-    const v = JSON.parse(decoder.decode(data)) as unknown;
-    return typeof v === 'object' && v !== null ? (v as Record<string, unknown>) : undefined;
-  } catch {
-    return undefined;
-  }
-}
 
 /** Folds `CONTROL` messages into the rule set after every sequence (the shards' own fold). */
 export function foldVersions(
@@ -85,32 +74,37 @@ export class Replay {
 
   /** Feeds one message; returns the alerts it produced (empty for messages a shard skips). */
   feed(m: ReplayMessage): readonly Alert[] {
-    const [, key = '', pText = ''] = m.subject.split('.');
-    const p = Number(pText);
+    const p = Number(m.subject.slice(m.subject.lastIndexOf('.') + 1));
     const st = this.states[p];
     if (st === undefined) return [];
+    const c = classifyRecord(m.subject, m.data, p, this.partitions);
     let out: ProcessResult;
-    if (key === MARKER_KEY) {
-      if (this.rules.kind === 'candidate') return [];
-      const c = system(m.data)?.controlSeq;
-      const target = typeof c === 'number' ? this.rules.versions.get(c) : undefined;
-      if (target === undefined || target.controlSeq <= st.ruleSet.controlSeq) return [];
-      out = processRecord(st, { kind: 'marker', seq: m.seq, ruleSet: target });
-    } else if (key === TICK_KEY) {
-      const ts = system(m.data)?.ts;
-      if (typeof ts !== 'number' || !Number.isSafeInteger(ts)) return [];
-      out = processRecord(st, { kind: 'tick', seq: m.seq, ts });
-    } else if (key.startsWith('_') || partitionOf(key, this.partitions) !== p)
-      // Reserved keys (probes among them) and misrouted events are never judged live either.
-      return [];
-    else
-      out = processRecord(st, {
-        kind: 'event',
-        seq: m.seq,
-        key,
-        data: m.data,
-        publishTs: m.storedAt,
-      });
+    switch (c.kind) {
+      case 'marker': {
+        if (this.rules.kind === 'candidate') return [];
+        const target = this.rules.versions.get(c.controlSeq);
+        // A marker naming a sequence CONTROL does not hold is dead-lettered live: it changes nothing.
+        if (target === undefined || target.controlSeq <= st.ruleSet.controlSeq) return [];
+        out = processRecord(st, { kind: 'marker', seq: m.seq, ruleSet: target });
+        break;
+      }
+      case 'tick':
+        out = processRecord(st, { kind: 'tick', seq: m.seq, ts: c.ts, storedAt: m.storedAt });
+        break;
+      case 'event':
+        out = processRecord(st, {
+          kind: 'event',
+          seq: m.seq,
+          key: c.key,
+          data: m.data,
+          publishTs: m.storedAt,
+        });
+        break;
+      // Probes and dead letters are judged by no rule live either.
+      case 'probe':
+      case 'dead':
+        return [];
+    }
     return out.alerts;
   }
 }

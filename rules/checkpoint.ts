@@ -1,12 +1,14 @@
 import { SnapshotError } from './errors.js';
-import { encodeKeyStates, type LineageStateJSON } from './key-state-json.js';
-import type { PartitionOptions, PartitionState } from './partition.js';
+import { expiryBucket } from './expiry.js';
+import { encodeKeyStates, fieldExpiry, type LineageStateJSON } from './key-state-json.js';
+import { decodeAllKeys, type PartitionOptions, type PartitionState } from './partition.js';
 import type { RuleSet } from './rule-set.js';
 import {
   bufferedText,
   CHECKPOINT_FORMAT,
   FORMAT_V1,
   FORMAT_V4,
+  FORMAT_V5,
   metaText,
   restoreKey,
   restoreMeta,
@@ -62,6 +64,8 @@ export function checkpointParts(st: PartitionState, full = false): CheckpointPar
   const changed = [...st.dirty];
   st.dirty.clear();
   if (full) {
+    // Fields restored from before v6 are written with their expiry bucket, so decoded.
+    if (st.legacyExpiry !== undefined) decodeAllKeys(st);
     for (const [key, byLineage] of st.states)
       upserts.push([key, encodeKeyStates(byLineage, st.lineageIndex)]);
     // Keys restored and not touched since: their state is the text read.
@@ -254,16 +258,30 @@ export function restorePartitionParts(
   const json = parseMeta(stored.meta);
   const chunks = readChunks(stored.buffered, json.watermark ?? -Infinity);
   const st = restoreMeta(json, chunks.entries, ruleSetAt, options);
-  if (json.format === CHECKPOINT_FORMAT || json.format === FORMAT_V4)
+  if (json.format === CHECKPOINT_FORMAT || json.format === FORMAT_V5 || json.format === FORMAT_V4)
     st.bufferCheckpointed = st.offset;
   st.lineageIndex.restore(checkedLineages(stored.lineages ?? []));
   for (const [field, latest] of chunks.latest) st.bufferChunks.set(field, latest);
   if (json.format === FORMAT_V1) {
     restoreV1Fields(st, stored.fields);
+    // Every key was decoded: each is looked at once event time has moved past the restore.
+    const bucket = expiryBucket((json.watermark ?? 0) + 1);
+    for (const [key, byLineage] of st.states) {
+      byLineage.exp = bucket;
+      st.expiry.add(key, bucket);
+    }
     return st;
   }
   // Decoded when the partition first touches each key (see PartitionState.raw): the partition
   // reads again as soon as the fields are read. A damaged field is reported then, naming its key.
-  for (const [key, value] of stored.fields) st.raw.set(key, value);
+  // Each is listed for expiry from the bucket at the end of its text; fields written before v6
+  // have none, and their keys are all looked at once event time has moved past the restore.
+  st.legacyExpiry =
+    json.format === CHECKPOINT_FORMAT ? json.legacyExpiry : expiryBucket((json.watermark ?? 0) + 1);
+  for (const [key, value] of stored.fields) {
+    st.raw.set(key, value);
+    const exp = fieldExpiry(value) ?? st.legacyExpiry;
+    if (exp !== undefined) st.expiry.add(key, exp);
+  }
   return st;
 }

@@ -8,6 +8,8 @@ export const InvalidReason = {
   notObject: 'not-object',
   missingType: 'missing-type',
   badTs: 'bad-ts',
+  /** A tick whose time is beyond the future limit of the time the log stored it. */
+  badTick: 'bad-tick',
   forbiddenField: 'forbidden-field',
   tooDeep: 'too-deep',
   badNumber: 'bad-number',

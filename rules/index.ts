@@ -60,6 +60,7 @@ export {
   createPartition,
   processRecord,
   keyedStateCount,
+  keyExpiry,
   stateLineages,
   type InvalidEvent,
   type LateEvent,
@@ -88,6 +89,7 @@ export {
   type StoredParts,
 } from './checkpoint.js';
 export { restorePartition, snapshotPartition } from './snapshot.js';
+export { EXPIRY_BUCKET_MS, ExpiryReason, expiryBucket, withoutExpiry } from './expiry.js';
 export type {
   AbsencePattern,
   Aggregate,

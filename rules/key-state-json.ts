@@ -235,6 +235,11 @@ export function encodeKeyStates(byLineage: LineageStates, index: LineageIndex): 
     }
     put(']');
   });
+  // v6: the key's expiry bucket last, so a restore lists the key for expiry without decoding it.
+  if (byLineage.exp !== undefined) {
+    put(',');
+    put(String(byLineage.exp));
+  }
   put(']');
   // Stale pieces of a longer field before are dropped, not joined (nor kept alive).
   pieces.length = np;
@@ -409,11 +414,15 @@ export function decodeKeyStates(
   const v3 = Array.isArray(field) && typeof field[0] === 'number';
   const base = v3 ? (field[0] as number) : 0;
   const from = v3 ? 1 : 0;
-  if (!Array.isArray(field) || field.length <= from)
+  // v6: a number after the entries is the key's expiry bucket.
+  const exp = v3 && field.length > 2 ? field[field.length - 1] : undefined;
+  const to = typeof exp === 'number' ? field.length - 1 : field.length;
+  if (!Array.isArray(field) || to <= from)
     throw new SnapshotError(`keyed state of "${key}" is not a list of lineage states`);
   const byLineage = new LineageStates();
+  if (typeof exp === 'number') byLineage.exp = exp;
   const ops: unknown[] = [];
-  for (let i = from; i < field.length; i++) {
+  for (let i = from; i < to; i++) {
     const entry = field[i];
     if (!Array.isArray(entry))
       throw new SnapshotError(`keyed state of "${key}" is not a list of lineage states`);
@@ -459,6 +468,19 @@ function copyWindow(s: SlidingState): SlidingState {
     mx: orNone(s.mx.slice()),
     d: s.d === undefined ? undefined : new Map(s.d),
   };
+}
+
+/**
+ * The expiry bucket a checkpoint field records (v6: a number after its entries), read from the
+ * end of its text without parsing the rest: a restore lists every key for expiry this way and
+ * decodes a key only when the partition first needs it.
+ */
+export function fieldExpiry(text: string): number | undefined {
+  const end = text.length - 1;
+  const c = text.charCodeAt(end - 1);
+  if (text.charCodeAt(end) !== 0x5d || c < 0x30 || c > 0x39) return undefined;
+  const v = Number(text.slice(text.lastIndexOf(',', end) + 1, end));
+  return Number.isSafeInteger(v) ? v : undefined;
 }
 
 /** {@link decodeKeyStates} from the field's text. */

@@ -29,6 +29,12 @@ export class LineageStates {
    * at or just after the last one found, so a search starts there.
    */
   private hint = 0;
+  /**
+   * The expiry bucket the key is listed in (see `ExpiryQueue`), at or before the first time one
+   * of its states can be removed; undefined when no state of the key ends by itself (tumbling
+   * windows, sequences and absence triggers end by their own timers).
+   */
+  exp: number | undefined = undefined;
 
   constructor(entries?: Iterable<readonly [string, StoredState]>) {
     if (entries !== undefined) for (const [sid, v] of entries) this.set(sid, v);

@@ -12,15 +12,22 @@ import {
   type OperatorHost,
 } from './cep/host.js';
 import { sequenceEvent, sequenceIdle, sequenceTimer } from './cep/sequence.js';
-import { thresholdEvent, thresholdIdle, thresholdTimer } from './cep/threshold.js';
+import {
+  thresholdEvent,
+  thresholdIdle,
+  thresholdTimer,
+  type SlidingState,
+} from './cep/threshold.js';
+import { isSmallWindow, smallNewest } from './cep/small-window.js';
 import { alertId } from './alert.js';
 import type { CompiledRule } from './compile-rule.js';
 import { RuleEvaluationError } from './errors.js';
-import { parseEvent, type InvalidReason } from './event.js';
+import { InvalidReason, parseEvent } from './event.js';
 import { decodeKeyStatesText } from './key-state-json.js';
 import { LineageIndex } from './lineage-index.js';
 import { LineageStates } from './lineage-states.js';
 import { DEFAULT_LIMITS, type RuleLimits } from './limits.js';
+import { expiryBucket, expiryOn, ExpiryQueue, ExpiryReason } from './expiry.js';
 import type { RuleSet } from './rule-set.js';
 import type { Alert, EventRef } from './types.js';
 import { EXPECTED, Hits, keyOf, LazyContext, ruleVerdict, TRIGGER } from './verdict.js';
@@ -39,8 +46,17 @@ export type PartitionRecord =
     }
   /** An epoch marker: from here on, `ruleSet` (the rules after `CONTROL` sequence `ruleSet.controlSeq`) is in force. */
   | { readonly kind: 'marker'; readonly seq: number; readonly ruleSet: RuleSet }
-  /** A time tick for an idle partition: no event older than `ts − outOfOrderMs` will come. */
-  | { readonly kind: 'tick'; readonly seq: number; readonly ts: number };
+  /**
+   * A time tick for an idle partition: no event older than `ts − outOfOrderMs` will come.
+   * `storedAt` is when the log stored it: given, a tick more than `maxEventFutureMs` ahead of it is
+   * refused, and a tick moves event time no further than it (as an event does).
+   */
+  | {
+      readonly kind: 'tick';
+      readonly seq: number;
+      readonly ts: number;
+      readonly storedAt?: number;
+    };
 
 export interface PartitionOptions {
   readonly partition: number;
@@ -172,6 +188,15 @@ export interface PartitionState {
   readonly lineageIndex: LineageIndex;
   readonly timers: Heap<Timer>;
   timerN: number;
+  /** Keys to look at for expiry, by bucket of event time (see `ExpiryQueue`). */
+  readonly expiry: ExpiryQueue;
+  /**
+   * The expiry bucket of keys restored from fields that record none (written before checkpoint
+   * format v6), until it has come: a key decoded meanwhile is listed there.
+   */
+  legacyExpiry: number | undefined;
+  /** (key, lineage) states removed by expiry since the partition was made or restored, by reason (for metrics). */
+  readonly expired: Record<ExpiryReason, number>;
 }
 
 export const bufferOrder = (a: Buffered, b: Buffered): boolean =>
@@ -204,6 +229,9 @@ export function createPartition(ruleSet: RuleSet, options: PartitionOptions): Pa
     lineageIndex: new LineageIndex(),
     timers: new Heap(timerOrder),
     timerN: 0,
+    expiry: new ExpiryQueue(),
+    legacyExpiry: undefined,
+    expired: { window: 0, suppression: 0 },
   };
 }
 
@@ -243,6 +271,7 @@ function decodeRaw(st: PartitionState, key: string): LineageStates | undefined {
   if (text === undefined) return undefined;
   const byLineage = decodeKeyStatesText(key, text, (n) => st.lineageIndex.nameOf(n));
   st.raw.delete(key);
+  byLineage.exp ??= st.legacyExpiry;
   putKeyStates(st, key, byLineage);
   return byLineage;
 }
@@ -325,6 +354,14 @@ function saveState(st: PartitionState, rule: CompiledRule, key: string, ks: KeyS
   if (byLineage === undefined) {
     st.states.set(key, (byLineage = new LineageStates()));
     if (key === hitKey) hitStates = byLineage;
+  }
+  const end = expiryOn() ? stateEnd(rule, ks.sup, ks.op) : Infinity;
+  if (end !== Infinity && end !== -Infinity) {
+    const bucket = expiryBucket(end);
+    if (byLineage.exp === undefined || bucket < byLineage.exp) {
+      byLineage.exp = bucket;
+      st.expiry.add(key, bucket);
+    }
   }
   if (before === undefined) {
     st.lineageKeys.set(sid, (st.lineageKeys.get(sid) ?? 0) + 1);
@@ -559,7 +596,28 @@ function onEvent(
     st.buffer.push(b);
     tag(st, b);
   }
-  advance(st, ts, h);
+  // Event time moves no further than the log's own clock: an event whose `ts` runs ahead of the
+  // time it was stored (a producer's clock ahead, or a bad one inside the future limit) is judged
+  // at its `ts`, but cannot push the watermark past events stored after it in time.
+  advance(st, ts < rec.publishTs ? ts : rec.publishTs, h);
+}
+
+function onTick(
+  st: PartitionState,
+  rec: Extract<PartitionRecord, { kind: 'tick' }>,
+  out: ProcessResult,
+  h: OperatorHost,
+): void {
+  const at = rec.storedAt;
+  if (at !== undefined && rec.ts > at + st.limits.maxEventFutureMs) {
+    add(out, 'invalid', {
+      seq: rec.seq,
+      reason: InvalidReason.badTick,
+      message: `tick time ${rec.ts} is more than ${st.limits.maxEventFutureMs} ms after the time it was stored (${at}); ticks are written by Vigil only, with the time they are sent`,
+    });
+    return;
+  }
+  advance(st, at === undefined || rec.ts < at ? rec.ts : at, h);
 }
 
 function advance(st: PartitionState, ts: number, h: OperatorHost): void {
@@ -576,6 +634,7 @@ function release(st: PartitionState, h: OperatorHost): void {
     st.buffer.pop();
     // Timers strictly before the event fire first: an event exactly at a deadline is too late to cancel it.
     fireTimers(st, b.ts - 1, h);
+    expireKeys(st, b.ts - 1);
     const ref: EventRef = Object.freeze(
       b.id === undefined ? { seq: b.seq, ts: b.ts } : { seq: b.seq, id: b.id, ts: b.ts },
     );
@@ -611,6 +670,111 @@ function release(st: PartitionState, h: OperatorHost): void {
     untag(st, b);
   }
   fireTimers(st, st.watermark, h);
+  expireKeys(st, st.watermark);
+}
+
+/**
+ * The event time after which a (key, lineage) state can change no outcome, as `rule` judges: a
+ * sliding window's newest entry plus the look-back (any later event evicts every entry), and an
+ * alert suppression time plus `suppressFor` less 1 ms (a later alert is not suppressed); the
+ * later of the two. Infinity for states that end by their own timers (tumbling windows,
+ * sequences, absence triggers: each removes itself when its timer leaves it idle).
+ */
+function stateEnd(rule: CompiledRule, sup: number | undefined, op: unknown): number {
+  let end = -Infinity;
+  if (op !== undefined) {
+    const p = rule.pattern;
+    if (p?.kind !== 'threshold') {
+      if (!opIdle(rule, op)) return Infinity;
+    } else if (isSmallWindow(op)) end = smallNewest(op) + p.windowMs;
+    else if ((op as { k: string }).k === 's') {
+      const s = op as SlidingState;
+      if (s.h < s.t.length) end = (s.t[s.t.length - 1] as number) + p.windowMs;
+    } else if (!thresholdIdle(newKeyState(undefined, op))) return Infinity;
+  }
+  if (sup !== undefined && rule.suppressForMs > 0) {
+    const s = sup + rule.suppressForMs - 1;
+    if (s > end) end = s;
+  }
+  return end;
+}
+
+function opIdle(rule: CompiledRule, op: unknown): boolean {
+  const ks = newKeyState(undefined, op);
+  return rule.pattern?.kind === 'sequence'
+    ? sequenceIdle(ks)
+    : rule.pattern?.kind === 'absence'
+      ? absenceIdle(ks)
+      : thresholdIdle(ks);
+}
+
+/**
+ * The end (see {@link stateEnd}) of a key's state in lineage `sid` under every rule version that
+ * may still write to it (a buffered event may be judged under an older one): the state ends when
+ * the last of them is done with it. Undefined when no rule writes to the lineage.
+ */
+function lineageEnd(st: PartitionState, sid: string, v: unknown): number | undefined {
+  const at = sid.lastIndexOf('@');
+  const rules = lineageRules(st, sid.slice(0, at), Number(sid.slice(at + 1)));
+  if (rules.length === 0) return undefined;
+  let end = -Infinity;
+  for (const rule of rules) end = Math.max(end, stateEnd(rule, supOf(v), opOf(v)));
+  return end;
+}
+
+/**
+ * The expiry bucket of a key as its states stand (the earliest end among them, rounded up), or
+ * undefined when none ends by itself. A key is listed at or before it; snapshots write this
+ * value, so that equal states give equal bytes however each run got there.
+ */
+export function keyExpiry(st: PartitionState, byLineage: LineageStates): number | undefined {
+  let first = Infinity;
+  byLineage.forEach((v, sid) => {
+    const end = lineageEnd(st, sid, v);
+    if (end !== undefined && end > -Infinity && end < first) first = end;
+  });
+  return first === Infinity ? undefined : expiryBucket(first);
+}
+
+/** Looks at the keys listed in expiry buckets up to `upTo`, removing the states that can change nothing any more. */
+function expireKeys(st: PartitionState, upTo: number): void {
+  for (let b = st.expiry.peek(); b !== undefined && b <= upTo; b = st.expiry.peek()) {
+    for (const key of st.expiry.take()) expireKey(st, key, b);
+    if (b === st.legacyExpiry) st.legacyExpiry = undefined;
+  }
+}
+
+/**
+ * Removes a key's states whose end (see {@link stateEnd}) is at or before `bucket`, and lists the
+ * key again for the earliest end of those left. Every rule version that may still write to a
+ * lineage counts (a buffered event may be judged under an older one): the state ends when the
+ * last of them is done with it.
+ */
+function expireKey(st: PartitionState, key: string, bucket: number): void {
+  const byLineage = statesOf(st, key);
+  // Gone, or listed again in another bucket since (this entry is stale).
+  if (byLineage === undefined || byLineage.exp !== bucket) return;
+  byLineage.exp = undefined;
+  let next = Infinity;
+  const done: [string, ExpiryReason][] = [];
+  byLineage.forEach((v, sid) => {
+    const end = lineageEnd(st, sid, v);
+    if (end === undefined) return;
+    if (end <= bucket) {
+      const opEnd = lineageEnd(st, sid, opOf(v)) ?? -Infinity;
+      done.push([sid, opEnd >= end ? ExpiryReason.window : ExpiryReason.suppression]);
+    } else if (end < next) next = end;
+  });
+  st.dirty.add(key);
+  for (const [sid, reason] of done) {
+    deleteKeyState(st, sid, key);
+    st.expired[reason]++;
+  }
+  if (next !== Infinity && st.states.get(key) === byLineage) {
+    const b = expiryBucket(next);
+    byLineage.exp = b;
+    st.expiry.add(key, b);
+  }
 }
 
 /** Counts a buffered event's rule set as in use, and its lineages when that is not the current rule set (see `hitCounts`). */
@@ -667,6 +831,18 @@ function applyHit(
     if (trigger) sequenceEvent(rule, p, ks, e, h);
   } else if (p?.kind === 'absence') absenceEvent(rule, p, ks, e, h);
   saveState(st, rule, key, ks);
+}
+
+/** Every rule version that may write to a lineage: the current rule set's, and those of older rule sets still in use. */
+function lineageRules(st: PartitionState, ruleId: string, epoch: number): CompiledRule[] {
+  const out: CompiledRule[] = [];
+  const cur = st.ruleSet.rules.get(ruleId);
+  if (cur?.stateEpoch === epoch) out.push(cur);
+  for (const rs of st.tags.keys()) {
+    const r = rs.rules.get(ruleId);
+    if (r?.stateEpoch === epoch && !out.includes(r)) out.push(r);
+  }
+  return out;
 }
 
 /** The newest rule version that writes to a lineage: the current rule set first, then older ones still in use. */
@@ -753,7 +929,7 @@ export function processRecord(st: PartitionState, rec: PartitionRecord): Process
       onMarker(st, rec, out);
       break;
     case 'tick':
-      advance(st, rec.ts, h);
+      onTick(st, rec, out, h);
       break;
   }
   st.offset = rec.seq;

@@ -4,6 +4,7 @@ import { SnapshotError } from './errors.js';
 import {
   createPartition,
   decodeAllKeys,
+  keyExpiry,
   putKeyStates,
   tag,
   type Buffered,
@@ -20,7 +21,10 @@ import { bufferedHits, EXPECTED, Hits, TRIGGER } from './verdict.js';
 // v3: buffered events as their JSON text with their record key (hits are recomputed at restore);
 // checkpoint fields with window timestamps from a base and empty parts left out.
 // v2: keyed state grouped by key (one checkpoint field per key), no longer by lineage.
-export const CHECKPOINT_FORMAT = 'vigil.partition.v5';
+// v6: a key's field ends with its expiry bucket, when it has one (see `fieldExpiry`).
+export const CHECKPOINT_FORMAT = 'vigil.partition.v6';
+/** v5 metas: as v6, but fields record no expiry bucket (their keys are looked at once after restore). */
+export const FORMAT_V5 = 'vigil.partition.v5';
 /** v4 metas: buffered events in chunks, as v5, and fields that name lineages by their ids. */
 export const FORMAT_V4 = 'vigil.partition.v4';
 const FORMAT = 'vigil.partition.v3';
@@ -45,6 +49,7 @@ type TimerJSON = [time: number, n: number, ruleId: string, epoch: number, key: s
 export interface MetaJSON {
   format:
     | typeof CHECKPOINT_FORMAT
+    | typeof FORMAT_V5
     | typeof FORMAT_V4
     | typeof FORMAT
     | typeof FORMAT_V2
@@ -60,10 +65,16 @@ export interface MetaJSON {
   ruleSets?: number[];
   timers: TimerJSON[];
   timerN: number;
+  /**
+   * v6: the expiry bucket of fields restored from a v5 or older checkpoint and not rewritten
+   * since (they record none of their own), while it has not come.
+   */
+  legacyExpiry?: number;
 }
 
 interface PartitionJSON extends MetaJSON {
-  states: [key: string, lineages: LineageStateJSON[]][];
+  /** A key's expiry bucket third, when it has one. */
+  states: [key: string, lineages: LineageStateJSON[], exp?: number][];
 }
 
 const num = (x: number): number | null => (Number.isFinite(x) ? x : null);
@@ -112,6 +123,7 @@ export function metaText(st: PartitionState, snapshot: boolean): string {
     controlSeq: st.ruleSet.controlSeq,
     timers: st.timers.sorted().map((t): TimerJSON => [t.time, t.n, t.ruleId, t.epoch, t.key]),
     timerN: st.timerN,
+    ...(st.legacyExpiry === undefined || snapshot ? {} : { legacyExpiry: st.legacyExpiry }),
   });
   if (!snapshot) {
     const seqs = [...st.tags.keys()].map((rs) => rs.controlSeq).sort((x, y) => x - y);
@@ -144,10 +156,12 @@ export function snapshotPartition(st: PartitionState): Uint8Array {
   decodeAllKeys(st);
   // Canonical (sorted) order: equal states give equal bytes, whatever order keys were touched in.
   const states = [...st.states]
-    .map(([key, byLineage]): [string, LineageStateJSON[]] => [
-      key,
-      keyStatesJSON(byLineage).sort(byFirst),
-    ])
+    .map(([key, byLineage]): [string, LineageStateJSON[], number?] => {
+      const exp = keyExpiry(st, byLineage);
+      return exp === undefined
+        ? [key, keyStatesJSON(byLineage).sort(byFirst)]
+        : [key, keyStatesJSON(byLineage).sort(byFirst), exp];
+    })
     .sort(byFirst);
   return new TextEncoder().encode(
     metaText(st, true).slice(0, -1) + ',"states":' + JSON.stringify(states) + '}',
@@ -166,6 +180,7 @@ export function restoreMeta(
 ): PartitionState {
   if (
     json?.format !== CHECKPOINT_FORMAT &&
+    json?.format !== FORMAT_V5 &&
     json?.format !== FORMAT_V4 &&
     json?.format !== FORMAT &&
     json?.format !== FORMAT_V2 &&
@@ -266,6 +281,13 @@ export function restorePartition(
     for (const [key, lineages] of byKey) restoreKey(st, key, lineages);
     return st;
   }
-  for (const [key, lineages] of json.states) restoreKey(st, key, lineages);
+  for (const [key, lineages, exp] of json.states) {
+    restoreKey(st, key, lineages);
+    const byLineage = st.states.get(key);
+    if (exp !== undefined && byLineage !== undefined) {
+      byLineage.exp = exp;
+      st.expiry.add(key, exp);
+    }
+  }
   return st;
 }

@@ -37,4 +37,9 @@ export interface EventSource {
   readonly ended: boolean;
   /** Ends the records: after the one being handled, `next()` hands out no more. */
   stop(): Promise<void>;
+  /**
+   * True when every record of the log has been taken and the last one taken is `lastHandled`: the
+   * partition is idle, not behind. Only then may a tick move its event time on.
+   */
+  caughtUp(lastHandled: number): Promise<boolean>;
 }

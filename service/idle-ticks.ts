@@ -5,9 +5,14 @@ import { tickSubject } from './subjects.js';
 const encoder = new TextEncoder();
 
 /**
- * Every `intervalMs`, publishes a tick marker into each partition that has read nothing for that
- * long while timers or buffered events wait for event time: on a quiet stream the watermark
- * moves on, so absence rules fire and the reorder buffer drains (DESIGN §3). Returns a stop function.
+ * Every `intervalMs`, publishes a tick into each partition that has read nothing for that long,
+ * has timers or buffered events waiting for event time, and is caught up with its log (asked of
+ * the server): on a quiet stream the watermark moves on, so absence rules fire, windows close
+ * and state expires. A partition that is behind (a stalled consumer, a slow server) gets no tick:
+ * its reader's silence says nothing about the log. The tick carries the time it is sent, taken
+ * after the server said the partition was caught up, less the lag of the partition's newest
+ * event behind the log's clock (`PartitionRunner.tickTime`); the rules core moves event time no
+ * further than the time the log stored the tick. Returns a stop function.
  */
 export function startIdleTicks(opts: {
   readonly intervalMs: number;
@@ -17,14 +22,30 @@ export function startIdleTicks(opts: {
   readonly log: (level: 'warn', message: string) => void;
 }): () => void {
   if (opts.intervalMs <= 0) return () => {};
-  const timer = setInterval(() => {
-    for (const r of opts.runners()) {
-      if (r.idleMs < opts.intervalMs || !r.waitingForTime) continue;
-      const p = r.state.partition;
-      opts.js
-        .publish(tickSubject(p), encoder.encode(JSON.stringify({ vigil: 'tick', ts: Date.now() })))
-        .catch((err: Error) => opts.log('warn', `tick for partition ${p} failed: ${err.message}`));
+  /** Partitions whose check or tick is on its way: one at a time each. */
+  const busy = new Set<number>();
+  /** Failures since the last success: logged once per run of them, not on every interval. */
+  let failing = 0;
+  const tick = async (r: PartitionRunner): Promise<void> => {
+    const p = r.state.partition;
+    busy.add(p);
+    try {
+      if (!(await r.caughtUp())) return;
+      const data = encoder.encode(JSON.stringify({ vigil: 'tick', ts: r.tickTime(Date.now()) }));
+      await opts.js.publish(tickSubject(p), data);
+      if (failing > 0) opts.log('warn', `ticks are written again (${failing} failed before)`);
+      failing = 0;
+    } catch (err) {
+      if (failing++ === 0)
+        opts.log('warn', `tick for partition ${p} failed: ${(err as Error).message}`);
+    } finally {
+      busy.delete(p);
     }
+  };
+  const timer = setInterval(() => {
+    for (const r of opts.runners())
+      if (r.idleMs >= opts.intervalMs && r.waitingForTime && !busy.has(r.state.partition))
+        void tick(r);
   }, opts.intervalMs);
   return () => clearInterval(timer);
 }

@@ -31,7 +31,14 @@ export {
   type DeadLetter,
   type DeadLetterSink,
 } from './sinks.js';
-export { ensureStreams, PROBE_KEY, verifyMapping } from './streams.js';
+export { ensureStreams, verifyMapping } from './streams.js';
+export {
+  classifyRecord,
+  DeadReason,
+  PROBE_KEY,
+  PROBE_PAYLOAD,
+  type RecordClass,
+} from './record-class.js';
 export {
   alertSubject,
   CONTROL_SUBJECT,

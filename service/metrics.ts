@@ -106,6 +106,24 @@ export class WorkerMetrics {
     labelNames: ['partition'],
     registers: [this.registry],
   });
+  readonly liveKeys = new Gauge({
+    name: 'vigil_live_keys',
+    help: "Keys holding keyed state in the partition's memory (restored keys included)",
+    labelNames: ['partition'],
+    registers: [this.registry],
+  });
+  readonly liveStates = new Gauge({
+    name: 'vigil_live_states',
+    help: "(key, rule) states in the partition's memory; a key restored from a checkpoint counts once the partition has touched it",
+    labelNames: ['partition'],
+    registers: [this.registry],
+  });
+  readonly expired = new Counter({
+    name: 'vigil_state_expired_total',
+    help: '(key, rule) states removed because event time passed their end, by reason (window, suppression)',
+    labelNames: ['reason'],
+    registers: [this.registry],
+  });
   readonly checkpointSeconds = new Histogram({
     name: 'vigil_checkpoint_duration_seconds',
     help: 'Time to write one partition checkpoint (including waiting for its alerts to be acknowledged)',

@@ -134,6 +134,36 @@ export class PartitionConsumer implements EventSource {
     return this.queue.size;
   }
 
+  /**
+   * Whether the partition is caught up with its log: every record the server holds for it has
+   * been delivered and taken, and the last one taken is `lastHandled`. Asked of the server
+   * (consumer info), since the last delivery's pending count is as old as the delivery: a
+   * consumer that is stalled (a slow server, a remake, a full window) looks idle without being so.
+   */
+  async caughtUp(lastHandled: number): Promise<boolean> {
+    const local = (): boolean =>
+      !this.stopped &&
+      this.remaking === undefined &&
+      !this.disconnected &&
+      this.name !== '' &&
+      this.queue.size === 0 &&
+      this.nextSeq <= lastHandled + 1;
+    if (!local()) return false;
+    const name = this.name;
+    const delivered = this.lastDelivery;
+    const info = await this.jsm.consumers.info(Streams.events, name);
+    // Nothing left for the consumer, and nothing sent that has not arrived (the server's
+    // delivery count is ours: its stream sequence runs on past records of other partitions).
+    // Anything that happened meanwhile (a delivery, a remake) makes the answer stale: no.
+    return (
+      local() &&
+      this.name === name &&
+      this.lastDelivery === delivered &&
+      info.num_pending === 0 &&
+      info.delivered.consumer_seq === delivered
+    );
+  }
+
   async stop(): Promise<void> {
     // The record being handled is the last: the rest were never taken, and the next owner (or
     // this one, after a restart) reads them again from the checkpoint's offset.

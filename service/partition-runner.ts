@@ -9,10 +9,9 @@ import {
 import type { ControlFollower } from './control-follower.js';
 import type { EventSource, LogRecord } from './event-source.js';
 import type { WorkerMetrics } from './metrics.js';
-import { partitionOf } from './partitioner.js';
+import { classifyRecord } from './record-class.js';
 import type { AlertSink, DeadLetterSink } from './sinks.js';
-import { PROBE_KEY } from './streams.js';
-import { MARKER_KEY, Streams, TICK_KEY } from './subjects.js';
+import { Streams } from './subjects.js';
 
 export interface PartitionRunnerDeps {
   readonly partition: number;
@@ -44,22 +43,7 @@ export interface PartitionRunnerDeps {
   readonly admit?: () => Promise<void> | undefined;
 }
 
-const decoder = new TextDecoder();
 const encoder = new TextEncoder();
-
-function parseSystem(
-  data: Uint8Array,
-  kind: 'epoch' | 'tick',
-): Record<string, unknown> | undefined {
-  try {
-    const v = JSON.parse(decoder.decode(data)) as unknown;
-    return typeof v === 'object' && v !== null && (v as Record<string, unknown>).vigil === kind
-      ? (v as Record<string, unknown>)
-      : undefined;
-  } catch {
-    return undefined;
-  }
-}
 
 /**
  * Runs one partition: reads its log, feeds every record to the rules core, and sends alerts and
@@ -77,6 +61,12 @@ export class PartitionRunner {
   private readonly lag;
   private readonly offset;
   private readonly watermarkLag;
+  private readonly liveKeys;
+  private readonly liveStates;
+  private readonly expiredWindow;
+  private readonly expiredSuppression;
+  /** The partition's expiry counts already added to the counter. */
+  private readonly expiredCounted = { window: 0, suppression: 0 };
 
   constructor(private readonly d: PartitionRunnerDeps) {
     this.state =
@@ -86,11 +76,16 @@ export class PartitionRunner {
         outOfOrderMs: d.outOfOrderMs,
         limits: d.limits,
       });
+    this.handled = this.state.offset;
     this.p = String(d.partition);
     this.judged = d.metrics.events.labels({ partition: this.p, outcome: 'judged' });
     this.lag = d.metrics.lag.labels({ partition: this.p });
     this.offset = d.metrics.offset.labels({ partition: this.p });
     this.watermarkLag = d.metrics.watermarkLag.labels({ partition: this.p });
+    this.liveKeys = d.metrics.liveKeys.labels({ partition: this.p });
+    this.liveStates = d.metrics.liveStates.labels({ partition: this.p });
+    this.expiredWindow = d.metrics.expired.labels({ reason: 'window' });
+    this.expiredSuppression = d.metrics.expired.labels({ reason: 'suppression' });
     // A restored partition may have nothing new to read: show where it stands from the start.
     this.offset.set(this.state.offset);
     d.metrics.controlApplied.set({ partition: this.p }, this.state.ruleSet.controlSeq);
@@ -100,12 +95,14 @@ export class PartitionRunner {
     const flusher = setInterval(() => {
       this.flushMetrics();
       this.flushMatches();
+      this.flushState();
     }, 200);
     flusher.unref();
     this.done = this.run().finally(() => {
       clearInterval(flusher);
       this.flushMetrics();
       this.flushMatches();
+      this.flushState();
     });
   }
 
@@ -114,9 +111,29 @@ export class PartitionRunner {
     return Date.now() - this.lastActivity;
   }
 
-  /** True when timers or buffered events wait for event time to move on. */
+  /**
+   * True when the partition has handled every record of its log (asked of the server): idle, not
+   * behind. A tick is written only then, so event time never moves past records already stored.
+   */
+  async caughtUp(): Promise<boolean> {
+    if (this.busy) return false;
+    return this.d.source.caughtUp(this.handled);
+  }
+
+  /**
+   * The time a tick written now should carry: the wall clock less how far the newest event's
+   * time was behind the time the log stored it. A producer whose events reach the log 1.5 s after
+   * their `ts` keeps that lag in the ticks too, so its next in-order event is not late (the tick
+   * claims no more than its events did); 0 until an event has been read.
+   */
+  tickTime(now: number): number {
+    return now - this.lagMs;
+  }
+
+  /** True when timers, buffered events or keyed state due to expire wait for event time to move on. */
   get waitingForTime(): boolean {
-    return this.state.buffer.size > 0 || this.state.timers.size > 0;
+    const st = this.state;
+    return st.buffer.size > 0 || st.timers.size > 0 || st.expiry.size > 0;
   }
 
   async stop(): Promise<void> {
@@ -135,6 +152,10 @@ export class PartitionRunner {
   }
 
   private busy = false;
+  /** How far the newest event's time was behind its store time (never negative: event time moves no further than the log's clock). */
+  private lagMs = 0;
+  /** The sequence of the last record handled (a dead letter or a probe leaves the state's offset where it was). */
+  private handled: number;
   private sinceYield = 0;
   private readonly boundary: (() => void)[] = [];
 
@@ -156,6 +177,7 @@ export class PartitionRunner {
         const handled = this.handle(r);
         if (handled !== undefined) await handled;
       } finally {
+        this.handled = r.seq;
         this.busy = false;
         if (this.boundary.length > 0) for (const fn of this.boundary.splice(0)) fn();
       }
@@ -196,6 +218,24 @@ export class PartitionRunner {
     this.judgedSinceFlush = 0;
   }
 
+  /** The partition's keyed state in memory, and what expired since the last flush (by the timer). */
+  private flushState(): void {
+    const st = this.state;
+    this.liveKeys.set(st.states.size + st.raw.size);
+    let states = 0;
+    for (const n of st.lineageKeys.values()) states += n;
+    this.liveStates.set(states);
+    const counted = this.expiredCounted;
+    if (st.expired.window > counted.window) {
+      this.expiredWindow.inc(st.expired.window - counted.window);
+      counted.window = st.expired.window;
+    }
+    if (st.expired.suppression > counted.suppression) {
+      this.expiredSuppression.inc(st.expired.suppression - counted.suppression);
+      counted.suppression = st.expired.suppression;
+    }
+  }
+
   private flushMatches(): void {
     const counter = this.d.metrics.ruleMatches;
     this.matches.forEach((c, rule, map) => {
@@ -226,56 +266,44 @@ export class PartitionRunner {
   }
 
   private handle(r: LogRecord): Promise<void> | undefined {
-    // events.<key>.<p>: the key is the second token.
-    const dot = r.subject.indexOf('.');
-    const end = r.subject.indexOf('.', dot + 1);
-    const key = dot < 0 ? '' : r.subject.slice(dot + 1, end < 0 ? undefined : end);
-    if (key === MARKER_KEY) return this.marker(r);
-    if (key === TICK_KEY) {
-      const tick = parseSystem(r.data, 'tick');
-      if (tick === undefined || typeof tick.ts !== 'number' || !Number.isSafeInteger(tick.ts))
-        return this.dead(r, 'bad-tick', 'a tick must be {"vigil":"tick","ts":<integer ms>}');
-      this.d.metrics.events.inc({ partition: this.p, outcome: 'tick' });
-      return this.emit(r, processRecord(this.state, { kind: 'tick', seq: r.seq, ts: tick.ts }));
+    const c = classifyRecord(r.subject, r.data, this.d.partition, this.d.partitions);
+    switch (c.kind) {
+      case 'marker':
+        return this.marker(r, c.controlSeq);
+      case 'tick': {
+        const out = processRecord(this.state, {
+          kind: 'tick',
+          seq: r.seq,
+          ts: c.ts,
+          storedAt: r.storedAt,
+        });
+        if (out.invalid.length === 0)
+          this.d.metrics.events.inc({ partition: this.p, outcome: 'tick' });
+        return this.emit(r, out);
+      }
+      case 'probe':
+        this.d.metrics.events.inc({ partition: this.p, outcome: 'probe' });
+        return undefined;
+      case 'dead':
+        return this.dead(r, c.reason, c.message);
+      case 'event':
+        break;
     }
-    if (key.startsWith(PROBE_KEY)) {
-      this.d.metrics.events.inc({ partition: this.p, outcome: 'probe' });
-      return;
-    }
-    if (key.startsWith('_'))
-      return this.dead(
-        r,
-        'reserved-key',
-        `keys starting with "_" are reserved for Vigil; publish to events.<key> with another key`,
-      );
-    if (partitionOf(key, this.d.partitions) !== this.d.partition) {
-      return this.dead(
-        r,
-        'wrong-partition',
-        `key "${key}" belongs to partition ${partitionOf(key, this.d.partitions)}, not ${this.d.partition}; publish to events.<key> and let the server map it`,
-      );
-    }
+    const newest = this.state.maxTs;
     const result = processRecord(this.state, {
       kind: 'event',
       seq: r.seq,
-      key,
+      key: c.key,
       data: r.data,
       publishTs: r.storedAt,
     });
+    if (this.state.maxTs !== newest) this.lagMs = r.storedAt - this.state.maxTs;
     this.d.metrics.processing.observe(Math.max(0, Date.now() - r.storedAt) / 1000);
     if (result.invalid.length === 0 && result.late.length === 0) this.judgedSinceFlush++;
     return this.emit(r, result);
   }
 
-  private async marker(r: LogRecord): Promise<void> {
-    const m = parseSystem(r.data, 'epoch');
-    const c = m?.controlSeq;
-    if (typeof c !== 'number' || !Number.isSafeInteger(c) || c < 1)
-      return this.dead(
-        r,
-        'bad-marker',
-        'an epoch marker must be {"vigil":"epoch","controlSeq":<CONTROL sequence>}',
-      );
+  private async marker(r: LogRecord, c: number): Promise<void> {
     if (c <= this.state.ruleSet.controlSeq) {
       this.d.metrics.events.inc({ partition: this.p, outcome: 'marker-duplicate' });
       return;

@@ -94,7 +94,7 @@ export class ProcessMetrics {
         });
       gauge(
         'vigil_state_keys',
-        "Keyed-state entries (rule lineage x key) in the partition's checkpoint in Redis",
+        "Keys with keyed state in the partition's checkpoint in Redis (fields of its state hash)",
         'keys',
       );
       gauge(

@@ -92,7 +92,11 @@ export async function startService(
   try {
     const nc = await connect({ servers: options.natsUrl, name: 'vigil-setup' });
     try {
-      await ensureStreams(await jetstreamManager(nc), options.duplicateWindowMs);
+      await ensureStreams(
+        await jetstreamManager(nc),
+        options.duplicateWindowMs,
+        options.partitions,
+      );
       await verifyMapping(nc, options.partitions);
     } finally {
       await nc.close();

@@ -8,21 +8,23 @@ import {
 } from '@nats-io/jetstream';
 import { ServiceError, ServiceErrorCode } from './errors.js';
 import { partitionOf } from './partitioner.js';
+import { PROBE_KEY, PROBE_PAYLOAD } from './record-class.js';
 import {
   CONTROL_SUBJECT,
   eventSubject,
   partitionedEventSubject,
+  partitionFilter,
   partitionMapping,
   Streams,
 } from './subjects.js';
 
-/** Reserved key of the start-up probe that checks the server's partition mapping. */
-export const PROBE_KEY = '_probe';
-
-function streamConfigs(duplicateWindowMs: number): (Partial<StreamConfig> & { name: string })[] {
+function streamConfigs(
+  duplicateWindowMs: number,
+  partitions: number,
+): (Partial<StreamConfig> & { name: string })[] {
   const duplicate_window = nanos(duplicateWindowMs);
   return [
-    { name: Streams.events, subjects: ['events.*.*'], duplicate_window },
+    { name: Streams.events, subjects: eventsSubjects(partitions), duplicate_window },
     { name: Streams.control, subjects: [CONTROL_SUBJECT], duplicate_window },
     { name: Streams.alerts, subjects: ['alerts.>'], duplicate_window },
     { name: Streams.dlq, subjects: ['vigil.dlq.>'], duplicate_window },
@@ -30,19 +32,36 @@ function streamConfigs(duplicateWindowMs: number): (Partial<StreamConfig> & { na
 }
 
 /**
- * Creates the four streams of DESIGN §3 or checks existing ones: subjects must match, and the
+ * The subjects `EVENTS` stores: `events.*.<p>` for each partition p in 0..P-1, so a record
+ * published straight to a partition that does not exist (`events.k.16`, `events.k.abc`) is
+ * refused by the server (a JetStream publish gets an error at once) instead of being stored
+ * where no partition's consumer would ever read it.
+ */
+export function eventsSubjects(partitions: number): string[] {
+  return Array.from({ length: partitions }, (_, p) => partitionFilter(p));
+}
+
+/**
+ * Creates the four streams (`EVENTS`, `CONTROL`, `ALERTS`, `DLQ`) or checks existing ones:
+ * subjects must match (an `EVENTS` stream of an earlier version, on `events.*.*`, or one made for
+ * the tests with another partition count, is given the subjects of `partitions`), and the
  * duplicate window is raised to the configured one (read back from the server, which may ignore
  * a setting it does not support).
  */
 export async function ensureStreams(
   jsm: JetStreamManager,
   duplicateWindowMs: number,
+  partitions: number,
 ): Promise<void> {
-  for (const cfg of streamConfigs(duplicateWindowMs)) {
+  for (const cfg of streamConfigs(duplicateWindowMs, partitions)) {
     const name = cfg.name;
     let info = await jsm.streams.info(name).catch(() => undefined);
     if (info === undefined) info = await jsm.streams.add(cfg);
-    const subjects = info.config.subjects ?? [];
+    let subjects = info.config.subjects ?? [];
+    if (name === Streams.events && JSON.stringify(subjects) !== JSON.stringify(cfg.subjects)) {
+      info = await jsm.streams.update(name, { ...info.config, subjects: cfg.subjects ?? [] });
+      subjects = info.config.subjects ?? [];
+    }
     if (JSON.stringify(subjects) !== JSON.stringify(cfg.subjects)) {
       throw new ServiceError(
         ServiceErrorCode.StreamConfig,
@@ -80,7 +99,7 @@ export async function verifyMapping(nc: NatsConnection, partitions: number): Pro
     let seq: number;
     try {
       seq = (
-        await js.publish(eventSubject(key), '{}', {
+        await js.publish(eventSubject(key), PROBE_PAYLOAD, {
           msgID: `probe-${Date.now()}-${Math.random()}`,
           timeout: 5000,
         })

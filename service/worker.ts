@@ -331,6 +331,8 @@ async function main(init: WorkerInit): Promise<void> {
         metrics.offset,
         metrics.lag,
         metrics.watermarkLag,
+        metrics.liveKeys,
+        metrics.liveStates,
         metrics.controlApplied,
         metrics.checkpointLast,
         metrics.checkpointOffset,

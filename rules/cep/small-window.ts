@@ -95,6 +95,12 @@ export function smallTimes(w: SmallWindow): number[] {
   return w.slice(HEAD, HEAD + smallSize(w));
 }
 
+/** The newest entry's time; -Infinity for an empty window. */
+export function smallNewest(w: SmallWindow): number {
+  const n = smallSize(w);
+  return n === 0 ? -Infinity : (w[HEAD + n - 1] as number);
+}
+
 /** The values as a new array (empty for count). */
 export function smallValues(w: SmallWindow): number[] {
   return smallSums(w) ? w.slice(HEAD + smallSize(w)) : [];

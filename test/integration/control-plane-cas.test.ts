@@ -28,7 +28,7 @@ const upsert = (value: number): ControlMessage => ({
 
 beforeAll(async () => {
   servers = await startTestServers({ partitions: 1 });
-  await ensureStreams(servers.jsm, 60_000);
+  await ensureStreams(servers.jsm, 60_000, 1);
 });
 
 afterAll(async () => {

@@ -81,7 +81,7 @@ beforeAll(async () => {
     'nats-server with the example config',
   );
   const vigil = await as('vigil');
-  await ensureStreams(await jetstreamManager(vigil), 120_000);
+  await ensureStreams(await jetstreamManager(vigil), 120_000, P);
   await verifyMapping(vigil, P);
 });
 

@@ -126,7 +126,7 @@ async function firstSeq(s: CheckpointStore): Promise<number | undefined> {
 
 beforeAll(async () => {
   servers = await startTestServers({ partitions: P, redis: true });
-  await ensureStreams(servers.jsm, 60_000);
+  await ensureStreams(servers.jsm, 60_000, P);
   store = new RedisCheckpointStore(servers.redis?.url as string, `t${Date.now()}:`);
   // Events of every partition, so that the filter, not the stream's order, decides what is read.
   for (let i = 0; seqs.length < 12; i++) {

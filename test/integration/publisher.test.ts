@@ -11,7 +11,7 @@ let servers: TestServers;
 
 beforeAll(async () => {
   servers = await startTestServers({ partitions: 2 });
-  await ensureStreams(servers.jsm, DEFAULT_OPTIONS.duplicateWindowMs);
+  await ensureStreams(servers.jsm, DEFAULT_OPTIONS.duplicateWindowMs, 2);
 }, 60_000);
 
 afterAll(async () => {

@@ -7,11 +7,9 @@ import {
   skipControl,
   type RuleSet,
 } from '../../rules/index.js';
-import { partitionOf } from '../../service/index.js';
+import { classifyRecord } from '../../service/index.js';
 import type { RunningService } from '../../service/index.js';
 import { eventually, readStream, type TestServers } from './servers.js';
-
-const decoder = new TextDecoder();
 
 /**
  * The single-threaded reference: every partition's log through the rules core, each change
@@ -34,31 +32,26 @@ export async function referenceAlertIds(
   );
   const ids = new Set<string>();
   for (const m of await readStream(servers, 'EVENTS')) {
-    const [, key = '', pText = ''] = m.subject.split('.');
-    const p = Number(pText);
+    const p = Number(m.subject.slice(m.subject.lastIndexOf('.') + 1));
     const st = states[p];
     if (st === undefined) continue;
+    const c = classifyRecord(m.subject, m.data, p, partitions);
     let out;
-    if (key === '_vigil') {
-      const c = (JSON.parse(decoder.decode(m.data)) as { controlSeq: number }).controlSeq;
-      const target = versions.get(c);
-      if (target === undefined || c <= st.ruleSet.controlSeq) continue;
+    if (c.kind === 'marker') {
+      const target = versions.get(c.controlSeq);
+      if (target === undefined || c.controlSeq <= st.ruleSet.controlSeq) continue;
       out = processRecord(st, { kind: 'marker', seq: m.seq, ruleSet: target });
-    } else if (key === '_tick') {
-      out = processRecord(st, {
-        kind: 'tick',
-        seq: m.seq,
-        ts: (JSON.parse(decoder.decode(m.data)) as { ts: number }).ts,
-      });
-    } else if (key.startsWith('_') || partitionOf(key, partitions) !== p) continue;
-    else
+    } else if (c.kind === 'tick')
+      out = processRecord(st, { kind: 'tick', seq: m.seq, ts: c.ts, storedAt: m.storedAt });
+    else if (c.kind === 'event')
       out = processRecord(st, {
         kind: 'event',
         seq: m.seq,
-        key,
+        key: c.key,
         data: m.data,
         publishTs: m.storedAt,
       });
+    else continue;
     for (const a of out.alerts) ids.add(a.id);
   }
   return ids;

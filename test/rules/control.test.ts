@@ -272,11 +272,15 @@ describe('aligned activation at the epoch marker (G2)', () => {
     f.marker(w2);
     f.event({ type: 'p', ts: 150 }); // after the marker in the log, before in event time
     f.event({ type: 'p', ts: 5000 });
-    f.tick(100_000);
+    // Releases everything (the watermark reaches 5000), before the new window of 5000 expires.
+    f.tick(6001);
     // Old lineage: 100, 200 -> fires at 200 under version 1. New lineage (window 50): 150 alone, 5000 alone.
     expect(f.alerts.map((a) => [a.ts, a.ruleVersion, a.values.count])).toEqual([[200, 1, 2]]);
     // Once no buffered event refers to version 1, its state is gone.
     expect(stateLineages(f.state)).toEqual(['cnt@2']);
+    // And once event time is past the new window's last entry, so is that.
+    f.tick(100_000);
+    expect(stateLineages(f.state)).toEqual([]);
   });
 
   it('a duplicate or stale marker changes nothing', () => {

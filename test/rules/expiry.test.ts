@@ -1,0 +1,155 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import {
+  createPartition,
+  EXPIRY_BUCKET_MS,
+  expiryBucket,
+  keyExpiry,
+  processRecord,
+  restorePartitionParts,
+  checkpointParts,
+  snapshotPartition,
+  withoutExpiry,
+  type PartitionState,
+  type RuleSet,
+} from '../../rules/index.js';
+import { decodeAllKeys } from '../../rules/partition.js';
+import { keyStatesJSON } from '../../rules/key-state-json.js';
+import { LineageStates } from '../../rules/lineage-states.js';
+import { Feed, memoryStore, ruleSetOf, upsert, writeParts } from './harness.js';
+import { outputs, step, toRecords, versions } from './random-logs.js';
+
+/** Every (key, lineage) state as JSON, with a suppression time that can suppress nothing any more left out. */
+function liveStates(st: PartitionState): Map<string, string> {
+  decodeAllKeys(st);
+  const out = new Map<string, string>();
+  for (const [key, byLineage] of st.states)
+    for (const [sid, sup, op] of keyStatesJSON(byLineage)) {
+      const rule = st.ruleSet.rules.get(sid.slice(0, sid.lastIndexOf('@')));
+      const supLive =
+        sup !== null && rule !== undefined && sup + rule.suppressForMs - 1 > st.watermark;
+      out.set(`${key} ${sid}`, JSON.stringify([supLive ? sup : null, op]));
+    }
+  return out;
+}
+
+const sum = (st: PartitionState): number => st.expired.window + st.expired.suppression;
+
+describe('keyed state ends by event time', () => {
+  it('removes a sliding window once its newest entry has left the look-back, by the watermark alone', () => {
+    const rs = ruleSetOf(
+      upsert({
+        id: 'w',
+        on: ['p'],
+        pattern: { kind: 'threshold', aggregate: 'count', window: 2000, operator: '>=', value: 99 },
+      }),
+    );
+    const f = new Feed(rs);
+    f.event({ type: 'p', ts: 10_000 }, 'a');
+    f.event({ type: 'p', ts: 10_500 }, 'b');
+    f.tick(10_501);
+    expect(f.state.states.size).toBe(2);
+    // a ends at 12,000 (looked at in the 12,000 bucket), b at 12,500 (the 13,000 bucket).
+    f.tick(12_000);
+    expect(f.state.states.size).toBe(2);
+    f.tick(12_001);
+    expect([...f.state.states.keys()]).toEqual(['b']);
+    f.tick(13_001);
+    expect(f.state.states.size).toBe(0);
+    expect(f.state.expired).toEqual({ window: 2, suppression: 0 });
+  });
+
+  it('keeps a suppression time exactly as long as it can suppress, and no longer', () => {
+    const rs = ruleSetOf(
+      upsert({
+        id: 'big',
+        on: ['p'],
+        when: { all: [{ fact: 'amount', operator: 'greaterThan', value: 10 }] },
+        alert: { suppressFor: '5s' },
+      }),
+    );
+    const f = new Feed(rs);
+    f.event({ type: 'p', amount: 50, ts: 20_000 }, 'k');
+    expect(f.alerts).toHaveLength(1);
+    f.tick(24_999 + 1);
+    expect(f.state.states.size).toBe(1);
+    f.tick(25_001);
+    expect(f.state.states.size).toBe(0);
+    expect(f.state.expired).toEqual({ window: 0, suppression: 1 });
+    // And the next alert is not suppressed, as it would not have been.
+    f.event({ type: 'p', amount: 50, ts: 25_002 }, 'k');
+    expect(f.alerts).toHaveLength(2);
+  });
+
+  it('changes no outcome: the same alerts as a run that keeps everything, and it holds exactly the states that can still matter (random logs)', () => {
+    const sets = versions();
+    let expired = 0;
+    fc.assert(
+      fc.property(fc.array(step, { minLength: 1, maxLength: 200, size: 'max' }), (steps) => {
+        const records = toRecords(steps, sets);
+        const options = { partition: 1, outOfOrderMs: 40 };
+        const a = createPartition(sets[0] as RuleSet, options);
+        const b = createPartition(sets[0] as RuleSet, options);
+        const outA = records.map((r) => processRecord(a, r));
+        const outB = withoutExpiry(() => records.map((r) => processRecord(b, r)));
+        expect(outputs(outA)).toBe(outputs(outB));
+        expired += sum(a);
+        // Every state the expiring run holds, the other holds alike; every state only the other
+        // holds can no longer change anything (its key's bucket has come).
+        const live = liveStates(a);
+        const kept = liveStates(b);
+        for (const [id, json] of live) expect(kept.get(id)).toBe(json);
+        decodeAllKeys(b);
+        for (const [key, byLineage] of b.states) {
+          for (const [sid] of keyStatesJSON(byLineage)) {
+            if (live.has(`${key} ${sid}`)) continue;
+            // A state only this run holds: its end's bucket has come.
+            const exp = keyExpiry(b, new LineageStates([[sid, byLineage.get(sid)]]));
+            expect(exp !== undefined && exp <= b.watermark).toBe(true);
+          }
+        }
+      }),
+      { numRuns: 300 },
+    );
+    expect(expired).toBeGreaterThan(100);
+  });
+
+  it('expires the same states after a checkpoint and restore as without one, listing restored keys without decoding them', () => {
+    const sets = versions();
+    const bySeq = new Map(sets.map((rs) => [rs.controlSeq, rs]));
+    fc.assert(
+      fc.property(
+        fc.array(step, { minLength: 1, maxLength: 200, size: 'max' }),
+        fc.nat(),
+        (steps, cutAt) => {
+          const records = toRecords(steps, sets);
+          const options = { partition: 1, outOfOrderMs: 40 };
+          const whole = createPartition(sets[0] as RuleSet, options);
+          const outWhole = records.map((r) => processRecord(whole, r));
+          const cut = cutAt % (records.length + 1);
+          const first = createPartition(sets[0] as RuleSet, options);
+          const outFirst = records.slice(0, cut).map((r) => processRecord(first, r));
+          const store = memoryStore('');
+          writeParts(store, checkpointParts(first, true));
+          const restored = restorePartitionParts(store, (seq) => bySeq.get(seq), options);
+          // Nothing decoded yet, every key with an end of its own listed.
+          expect(restored.states.size).toBe(0);
+          const outRest = records.slice(cut).map((r) => processRecord(restored, r));
+          expect(outputs([...outFirst, ...outRest])).toBe(outputs(outWhole));
+          expect(new TextDecoder().decode(snapshotPartition(restored))).toBe(
+            new TextDecoder().decode(snapshotPartition(whole)),
+          );
+          // What was expired after the cut is what the whole run expired after it.
+          expect(sum(first) + sum(restored)).toBe(sum(whole));
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  it('rounds ends up to buckets of event time', () => {
+    expect(EXPIRY_BUCKET_MS).toBe(1000);
+    expect(expiryBucket(12_000)).toBe(12_000);
+    expect(expiryBucket(12_001)).toBe(13_000);
+  });
+});
