@@ -1,4 +1,5 @@
 import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { getHeapStatistics } from 'node:v8';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { RecordHistogram } from './record-histogram.js';
 
@@ -171,6 +172,14 @@ export class WorkerMetrics {
     help: 'Partitions that changed hands here, by reason (acquired, released after a final checkpoint, lost)',
     labelNames: ['reason'],
     registers: [this.registry],
+  });
+  // The worker's own heap (the main thread's is nodejs_heap_size_used_bytes): keyed state,
+  // buffered events and checkpoint text live here. Added up over the workers.
+  readonly heapUsed: Gauge = new Gauge({
+    name: 'vigil_worker_heap_used_bytes',
+    help: "Bytes used on the worker threads' V8 heaps (all workers of the process added up)",
+    registers: [this.registry],
+    collect: (): void => this.heapUsed.set(getHeapStatistics().used_heap_size),
   });
   // The worker's own event loop (the main thread's is nodejs_eventloop_lag_*): a long turn here
   // delays acks, control messages, checkpoints and lease renewals. Merged as the worst worker.
