@@ -4,6 +4,7 @@ import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { ControlFollower, type ControlEvent } from './control-follower.js';
 import { GC_REPORT_MS, watchGcPauses } from './gc-pauses.js';
 import { WorkerMetrics } from './metrics.js';
+import { natsConnection } from './config.js';
 import { PartitionRunner } from './partition-runner.js';
 import { RedisCheckpointStore } from './checkpoint-store.js';
 import {
@@ -21,6 +22,7 @@ import { MarkerWriter } from './marker-writer.js';
 import { RuleQuarantine } from './quarantine.js';
 import { CONTROL_SUBJECT, Streams } from './subjects.js';
 import { startIdleTicks } from './idle-ticks.js';
+import { startIdleGc } from './idle-gc.js';
 import type {
   FromWorker,
   PartitionGrant,
@@ -28,6 +30,9 @@ import type {
   ToWorker,
   WorkerInit,
 } from './worker-protocol.js';
+
+/** How long every partition of a worker must have read nothing before it collects its heap after expiry. */
+const IDLE_GC_MS = 3000;
 
 /** A partition this worker runs (or is starting). */
 interface Owned {
@@ -107,7 +112,7 @@ async function main(init: WorkerInit): Promise<void> {
   });
 
   const nc = await connect({
-    servers: o.natsUrl,
+    ...natsConnection(o),
     name: `vigil-worker-${init.index}`,
     noAsyncTraces: true,
     maxReconnectAttempts: -1,
@@ -375,9 +380,15 @@ async function main(init: WorkerInit): Promise<void> {
     runners: () => [...owned.values()].flatMap((x) => (x.dropped ? [] : (x.runner ?? []))),
     log,
   });
+  const stopIdleGc = startIdleGc({
+    idleMs: IDLE_GC_MS,
+    runners: () => [...owned.values()].flatMap((x) => (x.dropped ? [] : (x.runner ?? []))),
+    log,
+  });
 
   async function stopAll(): Promise<void> {
     stopTicks();
+    stopIdleGc();
     stopCheckpoints();
     if (seqsTimer) clearInterval(seqsTimer);
     metrics.ready.set({ worker: w }, 0);

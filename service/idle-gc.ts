@@ -1,0 +1,67 @@
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import type { PartitionRunner } from './partition-runner.js';
+
+/** States a worker's partitions must have let go of since the last collection to make another worth it. */
+const EXPIRED_ENOUGH = 10_000;
+const CHECK_MS = 1000;
+
+type Gc = (options?: { type: 'major'; execution: 'sync'; flavor: 'last-resort' }) => void;
+
+/**
+ * V8's garbage collection, which Node gives a thread only with `--expose-gc`: the flag is set
+ * for the process (V8 flags are process-wide) and the function taken from a new context, where
+ * V8 installs it once the flag is on. Asked for as a "last resort" collection, which also hands
+ * freed pages and the young generation's spare room back to the system: a plain full collection
+ * freed the heap but left the process's RSS where it was (a 3-million-object probe: RSS 259 MB
+ * after a plain one, 165 MB after both).
+ */
+function memoryReducingGc(): () => void {
+  setFlagsFromString('--expose-gc');
+  const gc = runInNewContext('gc') as Gc;
+  return () => {
+    // In a worker thread, the last-resort collection alone freed nothing in a probe; after a
+    // plain one it handed the memory back (RSS 280 → 185 MB).
+    gc();
+    gc({ type: 'major', execution: 'sync', flavor: 'last-resort' });
+  };
+}
+
+/**
+ * Collects a worker's heap once its partitions have gone quiet after expiry let go of much keyed
+ * state. V8 collects when a thread allocates; a worker that has stopped reading allocates
+ * nothing, so the state its partitions removed by event time (docs/rule-language.md, "State that
+ * ends") would stay on its heap, and in the process's memory, until the next burst of events.
+ * One full collection when every partition has read nothing for `idleMs`, and at least
+ * {@link EXPIRED_ENOUGH} states have expired since the last one: the pause falls where no event
+ * waits. Returns a stop function.
+ */
+export function startIdleGc(opts: {
+  readonly idleMs: number;
+  /** The runners of the partitions this worker runs now. */
+  readonly runners: () => Iterable<PartitionRunner>;
+  readonly log: (level: 'info', message: string) => void;
+}): () => void {
+  const gc = memoryReducingGc();
+  /** Expired states counted at the last collection, by runner. */
+  const counted = new WeakMap<PartitionRunner, number>();
+  const timer = setInterval(() => {
+    let expired = 0;
+    const runners = [...opts.runners()];
+    for (const r of runners) {
+      if (r.idleMs < opts.idleMs) return;
+      const st = r.state;
+      expired += st.expired.window + st.expired.suppression - (counted.get(r) ?? 0);
+    }
+    if (expired < EXPIRED_ENOUGH) return;
+    const t0 = performance.now();
+    gc();
+    for (const r of runners) counted.set(r, r.state.expired.window + r.state.expired.suppression);
+    opts.log(
+      'info',
+      `collected the heap after ${expired} expired states, the partitions idle (${(performance.now() - t0).toFixed(0)} ms)`,
+    );
+  }, CHECK_MS);
+  timer.unref();
+  return () => clearInterval(timer);
+}
