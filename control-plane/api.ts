@@ -6,7 +6,7 @@ import {
   type JetStreamClient,
   type JetStreamManager,
 } from '@nats-io/jetstream';
-import type { RouteHook, WorkerPool } from '../service/index.js';
+import { natsConnection, type RouteHook, type WorkerPool } from '../service/index.js';
 import { allows, authMiddleware, TokenAuth, type Principal } from './auth.js';
 import { starting, type ApiContext } from './context.js';
 import { ControlLog } from './control-log.js';
@@ -89,7 +89,7 @@ export function createControlPlane(
     },
     async start() {
       nc = await connect({
-        servers: options.natsUrl,
+        ...natsConnection(options),
         name: 'vigil-control-plane',
         maxReconnectAttempts: -1,
       });

@@ -35,8 +35,10 @@ export class CliError extends Error {
 export interface ClientSettings {
   readonly url: string;
   readonly token: string | undefined;
-  /** NATS, for `alerts tail`. */
+  /** NATS, for `alerts tail`, and the user to connect as (`NATS_USER`, `NATS_PASSWORD`; none when unset). */
   readonly nats: string;
+  readonly natsUser?: string;
+  readonly natsPassword?: string;
 }
 
 /** A CLI config file (`--config`, `VIGIL_CLI_CONFIG`, default `~/.config/vigil/cli.json`). */
@@ -103,7 +105,12 @@ export function clientSettings(
   token ??= c.token;
   const local = resolve(cwd, '.vigil/api-token');
   if (token === undefined && existsSync(local)) token = readFileSync(local, 'utf8').trim();
-  return { url, token, nats: flags.nats ?? env.NATS_URL ?? c.nats ?? 'nats://127.0.0.1:4222' };
+  return {
+    url,
+    token,
+    nats: flags.nats ?? env.NATS_URL ?? c.nats ?? 'nats://127.0.0.1:4222',
+    ...(env.NATS_USER ? { natsUser: env.NATS_USER, natsPassword: env.NATS_PASSWORD ?? '' } : {}),
+  };
 }
 
 const statusExit = (status: number): ExitCode =>

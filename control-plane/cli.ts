@@ -196,7 +196,8 @@ async function alertsTail(s: ClientSettings, f: Flags, p: string[], io: CliIo): 
   const limit = f.limit === undefined ? Infinity : Number(f.limit);
   if (!(limit > 0)) throw new CliError(EXIT.usage, '--limit must be a positive number');
   const servers = s.nats;
-  const nc = await connect({ servers }).catch((e: Error) => {
+  const user = s.natsUser === undefined ? {} : { user: s.natsUser, pass: s.natsPassword };
+  const nc = await connect({ servers, ...user }).catch((e: Error) => {
     throw new CliError(
       EXIT.unavailable,
       `cannot reach NATS at ${servers}: ${e.message}; set --nats or NATS_URL`,

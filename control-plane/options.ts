@@ -17,6 +17,9 @@ export interface ApiToken {
 export interface ControlPlaneOptions {
   /** NATS server (the control plane publishes to `vigil.control` and follows `CONTROL`). */
   readonly natsUrl: string;
+  /** The NATS user and password it connects as (the service's); '' for a server without users. */
+  readonly natsUser: string;
+  readonly natsPassword: string;
   /** The rule limits of the service: validation before publishing must judge as the shards do. */
   readonly limits: RuleLimits;
   /** Partitions of `EVENTS` and the bounded out-of-orderness: a back-test replays as the shards judge. */
@@ -79,7 +82,7 @@ function checkTokens(raw: unknown[], where: string, problems: Problem[]): ApiTok
  */
 export function resolveControlPlaneOptions(
   service: Pick<VigilOptions, 'natsUrl' | 'limits' | 'partitions' | 'outOfOrderMs'> &
-    Partial<Pick<VigilOptions, 'instanceId'>>,
+    Partial<Pick<VigilOptions, 'instanceId' | 'natsUser' | 'natsPassword'>>,
   overrides: Partial<ControlPlaneOptions> = {},
   env: NodeJS.ProcessEnv = process.env,
 ): ControlPlaneOptions {
@@ -116,6 +119,8 @@ export function resolveControlPlaneOptions(
   }
   const merged: ControlPlaneOptions = {
     natsUrl: service.natsUrl,
+    natsUser: overrides.natsUser ?? service.natsUser ?? '',
+    natsPassword: overrides.natsPassword ?? service.natsPassword ?? '',
     limits: service.limits,
     partitions: service.partitions,
     outOfOrderMs: service.outOfOrderMs,

@@ -6,6 +6,13 @@ import { resolveLimits, ValidationError, type Problem, type RuleLimits } from '.
 export interface VigilOptions {
   /** NATS server URL. Default `nats://127.0.0.1:4222`. */
   readonly natsUrl: string;
+  /**
+   * NATS user the service connects as, on a server with users and permissions (see
+   * `control-plane/nats-auth.example.conf`, user `vigil`). Default '' (no user).
+   */
+  readonly natsUser: string;
+  /** That user's password. Default ''. */
+  readonly natsPassword: string;
   /** Redis URL (checkpoints; used from the checkpoint issue on). Default `redis://127.0.0.1:6379`. */
   readonly redisUrl: string;
   /** Interface of the HTTP server (health, metrics). Default `127.0.0.1`. */
@@ -68,6 +75,8 @@ export interface VigilOptions {
 
 export const DEFAULT_OPTIONS: Omit<VigilOptions, 'limits' | 'workers'> = Object.freeze({
   natsUrl: 'nats://127.0.0.1:4222',
+  natsUser: '',
+  natsPassword: '',
   redisUrl: 'redis://127.0.0.1:6379',
   httpHost: '127.0.0.1',
   httpPort: 8080,
@@ -90,6 +99,8 @@ export const DEFAULT_OPTIONS: Omit<VigilOptions, 'limits' | 'workers'> = Object.
 /** Environment variables and the settings they set. `VIGIL_CONFIG` names a JSON file of settings. */
 export const ENV = {
   NATS_URL: 'natsUrl',
+  NATS_USER: 'natsUser',
+  NATS_PASSWORD: 'natsPassword',
   REDIS_URL: 'redisUrl',
   VIGIL_HTTP_HOST: 'httpHost',
   VIGIL_HTTP_PORT: 'httpPort',
@@ -127,6 +138,17 @@ const NUMERIC: Record<string, { min: number; max: number }> = {
   leaseTtlMs: { min: 300, max: 600_000 },
   leaseRenewMs: { min: 50, max: 200_000 },
 };
+
+/** How to connect to NATS: the server, and the user when one is set. */
+export function natsConnection(o: Pick<VigilOptions, 'natsUrl' | 'natsUser' | 'natsPassword'>): {
+  servers: string;
+  user?: string;
+  pass?: string;
+} {
+  return o.natsUser === ''
+    ? { servers: o.natsUrl }
+    : { servers: o.natsUrl, user: o.natsUser, pass: o.natsPassword };
+}
 
 /** The lease settings, checked against each other and against the duplicate window. */
 function leaseProblems(merged: Record<string, unknown>): Problem[] {
@@ -216,6 +238,17 @@ export function resolveOptions(
         message: `setting "${k}" must be a URL such as ${DEFAULT_OPTIONS[k]}, got ${JSON.stringify(v)}`,
       });
   }
+  if (typeof merged.natsUser !== 'string' || typeof merged.natsPassword !== 'string')
+    problems.push({
+      pointer: '/natsUser',
+      message: 'settings "natsUser" (NATS_USER) and "natsPassword" (NATS_PASSWORD) must be strings',
+    });
+  else if ((merged.natsUser === '') !== (merged.natsPassword === ''))
+    problems.push({
+      pointer: merged.natsUser === '' ? '/natsUser' : '/natsPassword',
+      message:
+        'settings "natsUser" (NATS_USER) and "natsPassword" (NATS_PASSWORD) go together: set both, or neither for a server without users',
+    });
   problems.push(...leaseProblems(merged));
   if (merged.instanceId === '') merged.instanceId = `${hostname()}:${String(merged.httpPort)}`;
   let limits: RuleLimits | undefined;

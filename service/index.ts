@@ -1,5 +1,11 @@
 /** Vigil's runtime: partitions on NATS JetStream, shard workers, control fan-out, alerts, health and metrics. */
-export { DEFAULT_OPTIONS, ENV, resolveOptions, type VigilOptions } from './config.js';
+export {
+  DEFAULT_OPTIONS,
+  ENV,
+  natsConnection,
+  resolveOptions,
+  type VigilOptions,
+} from './config.js';
 export { ControlFollower, type ControlEvent } from './control-follower.js';
 export { DEMO_CONTROL, followAlerts, publishDemoRules, startDemoProducer } from './demo.js';
 export { ServiceError, ServiceErrorCode } from './errors.js';
@@ -17,9 +23,11 @@ export {
   ensureServersInstalled,
   findExecutable,
   freePort,
+  natsAccounts,
   natsConfig,
   startNats,
   startRedis,
+  type NatsUsers,
   type ServerHandle,
 } from './servers.js';
 export { type RouteHook } from './http.js';

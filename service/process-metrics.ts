@@ -3,7 +3,7 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { Redis } from 'ioredis';
 import { AggregatorRegistry, Counter, Gauge, Registry } from 'prom-client';
 import { followAlertLatency } from './alert-latency.js';
-import type { VigilOptions } from './config.js';
+import { natsConnection, type VigilOptions } from './config.js';
 import { capRuleLabels, RuleLabels } from './metrics.js';
 import { Streams } from './subjects.js';
 import type { WorkerPool } from './worker-pool.js';
@@ -144,7 +144,7 @@ export async function startProcessMetrics(
   options: VigilOptions,
 ): Promise<ProcessMetrics> {
   const nc: NatsConnection = await connect({
-    servers: options.natsUrl,
+    ...natsConnection(options),
     name: 'vigil-metrics',
     maxReconnectAttempts: -1,
   });

@@ -131,15 +131,116 @@ export function freePort(): Promise<number> {
   });
 }
 
-/** The nats-server configuration Vigil needs: loopback, JetStream in `storeDir`, the partition mapping. */
-/** `port` -1 lets the server choose a free port. */
-export function natsConfig(opts: { port: number; storeDir: string; partitions: number }): string {
+/** Passwords of the four NATS users of a server with permissions (see {@link natsAccounts}). */
+export interface NatsUsers {
+  /** The service and its REST API: everything in the account. */
+  readonly vigil: string;
+  /** People and tools that change rules: control messages, and reading `CONTROL`. */
+  readonly operator: string;
+  /** Event producers: events only (no control messages, epoch markers, ticks or probes). */
+  readonly producer: string;
+  /** Alert consumers: reading `ALERTS` only. */
+  readonly alerts: string;
+}
+
+/**
+ * The `accounts` block of a nats-server with Vigil's users and permissions: one account with
+ * JetStream and the partition mapping, and the four users of {@link NatsUsers}. The shipped
+ * `control-plane/nats-auth.example.conf` is this block with example passwords (a unit test keeps
+ * them equal). nats-server 2.9 checks a publish against the subject after the mapping, so a
+ * producer's `events.<key>` is checked as `events.<key>.<p>` (allowed) and `events._vigil` as
+ * `events._vigil.<p>` (denied).
+ */
+export function natsAccounts(partitions: number, users: NatsUsers): string {
+  const probes = Array.from({ length: 16 }, (_, i) => `"events._probe${i === 0 ? '' : i}.*"`);
+  const rows = (xs: string[], per: number, indent: string): string => {
+    const out: string[] = [];
+    for (let i = 0; i < xs.length; i += per) out.push(indent + xs.slice(i, i + per).join(', '));
+    return out.join(',\n');
+  };
+  const list = (xs: string[], indent: string): string =>
+    xs.map((x) => `${indent}${JSON.stringify(x)}`).join(',\n');
+  const consumerOf = (stream: string, ack: boolean): string[] => [
+    '$JS.API.INFO',
+    `$JS.API.STREAM.INFO.${stream}`,
+    ...(stream === 'CONTROL' ? [`$JS.API.STREAM.MSG.GET.${stream}`] : []),
+    `$JS.API.CONSUMER.*.${stream}.>`,
+    `$JS.API.CONSUMER.MSG.NEXT.${stream}.>`,
+    ...(ack ? [`$JS.ACK.${stream}.>`] : []),
+    `$JS.FC.${stream}.>`,
+  ];
+  const i = '          ';
+  return `accounts {
+  VIGIL {
+    jetstream: enabled
+    # The partition mapping of DESIGN §3, inside the account that publishes events.
+    ${partitionMapping(partitions)}
+    users = [
+      { user: vigil, password: ${JSON.stringify(users.vigil)} }
+      {
+        user: operator, password: ${JSON.stringify(users.operator)}
+        permissions: {
+          publish: {
+            allow: [
+${list(['vigil.control', ...consumerOf('CONTROL', false)], `${i}    `)}
+            ]
+          }
+          subscribe: { allow: ["_INBOX.>"] }
+        }
+      }
+      {
+        user: producer, password: ${JSON.stringify(users.producer)}
+        permissions: {
+          publish: {
+            allow: ["events.*.*"]
+            # The service's start-up probes publish to events._probe, events._probe1 …
+            # events._probe15 (service/streams.ts verifyMapping: always these 16 keys, whatever
+            # the partition count). NATS's "*" matches a whole token only, so each is listed.
+            deny: [
+${i}    "events._vigil.*", "events._tick.*",
+${rows(probes, 4, `${i}    `)}
+            ]
+          }
+          # JetStream acknowledgements come back on an inbox.
+          subscribe: { allow: ["_INBOX.>"] }
+        }
+      }
+      {
+        user: alerts, password: ${JSON.stringify(users.alerts)}
+        permissions: {
+          publish: {
+            allow: [
+${list(consumerOf('ALERTS', true), `${i}    `)}
+            ]
+          }
+          subscribe: { allow: ["_INBOX.>"] }
+        }
+      }
+    ]
+  }
+}
+`;
+}
+
+/**
+ * The nats-server configuration Vigil needs: loopback, JetStream in `storeDir`, the partition
+ * mapping; with `users`, the accounts and permissions of {@link natsAccounts} instead of the
+ * bare mapping. `port` -1 lets the server choose a free port.
+ */
+export function natsConfig(opts: {
+  port: number;
+  storeDir: string;
+  partitions: number;
+  users?: NatsUsers;
+}): string {
   return [
     '# Vigil: nats-server with JetStream and the partition mapping of DESIGN §3.',
     'host: 127.0.0.1',
     `port: ${opts.port}`,
     `jetstream { store_dir: ${JSON.stringify(opts.storeDir)} }`,
-    partitionMapping(opts.partitions),
+    opts.users === undefined
+      ? partitionMapping(opts.partitions)
+      : natsAccounts(opts.partitions, opts.users).trimEnd(),
     '',
   ].join('\n');
 }
@@ -225,6 +326,8 @@ export async function startNats(opts: {
   partitions: number;
   port?: number;
   executable?: string;
+  /** Users and permissions (see {@link natsAccounts}); none: a server without users. */
+  users?: NatsUsers;
 }): Promise<ServerHandle> {
   mkdirSync(opts.dataDir, { recursive: true });
   const storeDir = join(opts.dataDir, 'jetstream');
@@ -235,6 +338,7 @@ export async function startNats(opts: {
       port: opts.port === undefined || opts.port === 0 ? -1 : opts.port,
       storeDir,
       partitions: opts.partitions,
+      ...(opts.users === undefined ? {} : { users: opts.users }),
     }),
   );
   const exe = opts.executable ?? findExecutable('nats-server') ?? 'nats-server';

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { connect } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
-import type { VigilOptions } from './config.js';
+import { natsConnection, type VigilOptions } from './config.js';
 import { startHttp, type RouteHook } from './http.js';
 import { startProcessMetrics } from './process-metrics.js';
 import { ensureStreams, verifyMapping } from './streams.js';
@@ -90,7 +90,7 @@ export async function startService(
   const pool = new WorkerPool(options, log);
   pool.start();
   try {
-    const nc = await connect({ servers: options.natsUrl, name: 'vigil-setup' });
+    const nc = await connect({ ...natsConnection(options), name: 'vigil-setup' });
     try {
       await ensureStreams(
         await jetstreamManager(nc),

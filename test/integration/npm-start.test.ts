@@ -1,7 +1,9 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { connect } from '@nats-io/transport-node';
+import { jetstream } from '@nats-io/jetstream';
 import { afterAll, describe, expect, it } from 'vitest';
 
 const root = resolve(import.meta.dirname, '../..');
@@ -135,4 +137,58 @@ describe('npm start, as a new user runs it', () => {
     const alive = servers.filter((pid) => spawnSync('kill', ['-0', String(pid)]).status === 0);
     expect(alive, 'servers left behind').toEqual([]);
   }, 90_000);
+
+  it('with --nats-auth: users and permissions, the demo running as its users, and a producer refused ticks', async () => {
+    // The clone the first test built.
+    const cwd = join(dir as string, 'vigil');
+    const proc = spawn(process.execPath, ['dist/scripts/start.js', '--nats-auth'], {
+      cwd,
+      env: {
+        ...process.env,
+        VIGIL_HTTP_PORT: '0',
+        VIGIL_WORKERS: '1',
+        NATS_URL: '',
+        REDIS_URL: '',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+    });
+    children.push(proc);
+    let output = '';
+    proc.stdout?.on('data', (c: Buffer) => (output += c.toString()));
+    proc.stderr?.on('data', (c: Buffer) => (output += c.toString()));
+    const until = Date.now() + 90_000;
+    while (!/ALERT/.test(output) || !/Ctrl-C stops everything/.test(output)) {
+      if (Date.now() > until || proc.exitCode !== null)
+        throw new Error(`no alert from the demo:\n${output}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    // The printed example publishes as the producer; its password is in .vigil/nats-users.json.
+    const users = JSON.parse(readFileSync(join(cwd, '.vigil/nats-users.json'), 'utf8')) as Record<
+      string,
+      string
+    >;
+    expect(output).toContain(`NATS_USER=producer NATS_PASSWORD=${users.producer} npm run pub`);
+    const url = /nats-server (nats:\S+)/.exec(output)?.[1] as string;
+    const producer = await connect({ servers: url, user: 'producer', pass: users.producer });
+    try {
+      const js = jetstream(producer);
+      expect((await js.publish('events.k1', '{"type":"payment"}')).stream).toBe('EVENTS');
+      await expect(
+        js.publish('events._tick.0', '{"vigil":"tick","ts":1}', { timeout: 1000 }),
+      ).rejects.toThrow();
+      await expect(
+        js.publish('vigil.control', '{"op":"clear-state"}', { timeout: 1000 }),
+      ).rejects.toThrow();
+    } finally {
+      await producer.close();
+    }
+    await expect(connect({ servers: url, reconnect: false })).rejects.toThrow();
+    const running = descendants(proc.pid as number);
+    process.kill(-(proc.pid as number), 'SIGINT');
+    await new Promise<void>((r) => (proc.exitCode !== null ? r() : proc.once('exit', () => r())));
+    await new Promise((r) => setTimeout(r, 500));
+    const alive = running.filter((pid) => spawnSync('kill', ['-0', String(pid)]).status === 0);
+    expect(alive, `processes left behind:\n${output}`).toEqual([]);
+  }, 120_000);
 });
