@@ -283,5 +283,7 @@ export function restorePartitionParts(
     const exp = fieldExpiry(value) ?? st.legacyExpiry;
     if (exp !== undefined) st.expiry.add(key, exp);
   }
+  // No field to look at: nothing for the bucket to do (and nothing to carry in later metas).
+  if (st.raw.size === 0) st.legacyExpiry = undefined;
   return st;
 }

@@ -355,7 +355,16 @@ function saveState(st: PartitionState, rule: CompiledRule, key: string, ks: KeyS
     st.states.set(key, (byLineage = new LineageStates()));
     if (key === hitKey) hitStates = byLineage;
   }
-  const end = expiryOn() ? stateEnd(rule, ks.sup, ks.op) : Infinity;
+  // Under one rule version a sliding window's end and a suppression time only grow: a state that
+  // was there already keeps the key's listing (at or before its earlier end) valid.
+  const pk = rule.pattern;
+  const end =
+    !expiryOn() ||
+    (before !== undefined &&
+      byLineage.exp !== undefined &&
+      (pk === undefined || (pk.kind === 'threshold' && !pk.tumbling)))
+      ? Infinity
+      : stateEnd(rule, ks.sup, ks.op);
   if (end !== Infinity && end !== -Infinity) {
     const bucket = expiryBucket(end);
     if (byLineage.exp === undefined || bucket < byLineage.exp) {
@@ -692,8 +701,10 @@ function stateEnd(rule: CompiledRule, sup: number | undefined, op: unknown): num
       if (s.h < s.t.length) end = (s.t[s.t.length - 1] as number) + p.windowMs;
     } else if (!thresholdIdle(newKeyState(undefined, op))) return Infinity;
   }
-  if (sup !== undefined && rule.suppressForMs > 0) {
-    const s = sup + rule.suppressForMs - 1;
+  if (sup !== undefined) {
+    // Without suppressFor (a compatible change took it away) the time suppresses nothing: it
+    // ends at once, and its key is looked at, where another rule version may still need it.
+    const s = rule.suppressForMs > 0 ? sup + rule.suppressForMs - 1 : sup;
     if (s > end) end = s;
   }
   return end;
@@ -724,8 +735,8 @@ function lineageEnd(st: PartitionState, sid: string, v: unknown): number | undef
 
 /**
  * The expiry bucket of a key as its states stand (the earliest end among them, rounded up), or
- * undefined when none ends by itself. A key is listed at or before it; snapshots write this
- * value, so that equal states give equal bytes however each run got there.
+ * undefined when none ends by itself. A key is listed at or before it (unless a compatible change
+ * lowered `suppressFor` since: then its states go at the later listing).
  */
 export function keyExpiry(st: PartitionState, byLineage: LineageStates): number | undefined {
   let first = Infinity;

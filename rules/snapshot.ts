@@ -4,7 +4,6 @@ import { SnapshotError } from './errors.js';
 import {
   createPartition,
   decodeAllKeys,
-  keyExpiry,
   putKeyStates,
   tag,
   type Buffered,
@@ -156,12 +155,13 @@ export function snapshotPartition(st: PartitionState): Uint8Array {
   decodeAllKeys(st);
   // Canonical (sorted) order: equal states give equal bytes, whatever order keys were touched in.
   const states = [...st.states]
-    .map(([key, byLineage]): [string, LineageStateJSON[], number?] => {
-      const exp = keyExpiry(st, byLineage);
-      return exp === undefined
+    .map(([key, byLineage]): [string, LineageStateJSON[], number?] =>
+      // The bucket the key is listed in, as a checkpoint field records it: a restored partition
+      // looks at its keys when an uninterrupted one would.
+      byLineage.exp === undefined
         ? [key, keyStatesJSON(byLineage).sort(byFirst)]
-        : [key, keyStatesJSON(byLineage).sort(byFirst), exp];
-    })
+        : [key, keyStatesJSON(byLineage).sort(byFirst), byLineage.exp],
+    )
     .sort(byFirst);
   return new TextEncoder().encode(
     metaText(st, true).slice(0, -1) + ',"states":' + JSON.stringify(states) + '}',

@@ -8,7 +8,7 @@
  * publisher and its alert follower each connect as their user. Ctrl-C stops everything it started.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
@@ -74,9 +74,10 @@ if (!natsUrl) {
   natsUrl = nats.url;
   say(`nats-server ${nats.url} (JetStream data in .vigil/nats)`);
   if (users !== undefined) {
-    writeFileSync(resolve('.vigil/nats-users.json'), `${JSON.stringify(users, null, 2)}\n`, {
-      mode: 0o600,
-    });
+    const file = resolve('.vigil/nats-users.json');
+    writeFileSync(file, `${JSON.stringify(users, null, 2)}\n`, { mode: 0o600 });
+    // A file left by an earlier session keeps its mode when written over.
+    chmodSync(file, 0o600);
     say(
       'NATS users vigil, operator, producer and alerts (permissions of control-plane/nats-auth.example.conf); passwords in .vigil/nats-users.json',
     );
@@ -149,9 +150,11 @@ say('');
 say(
   `publish events:   JetStream publish to events.<key>, a JSON object with "type" (and "ts", "id", any fields), on ${natsUrl}`,
 );
-/** How a command line connects as `user` (with --nats-auth). */
+/** How a command line connects as `user` (with --nats-auth): the password read from the file, not printed. */
 const as = (user: keyof NatsUsers): string =>
-  users === undefined ? '' : `NATS_USER=${user} NATS_PASSWORD=${users[user]} `;
+  users === undefined
+    ? ''
+    : `NATS_USER=${user} NATS_PASSWORD="$(node -p "require('./.vigil/nats-users.json').${user}")" `;
 say(
   `                  e.g. ${as('producer')}npm run pub -- events.c-7 '{"type":"payment","cardId":"c-7","amount":950}'`,
 );

@@ -6,13 +6,14 @@ const encoder = new TextEncoder();
 
 /**
  * Every `intervalMs`, publishes a tick into each partition that has read nothing for that long,
- * has timers or buffered events waiting for event time, and is caught up with its log (asked of
- * the server): on a quiet stream the watermark moves on, so absence rules fire, windows close
- * and state expires. A partition that is behind (a stalled consumer, a slow server) gets no tick:
- * its reader's silence says nothing about the log. The tick carries the time it is sent, taken
- * after the server said the partition was caught up, less the lag of the partition's newest
- * event behind the log's clock (`PartitionRunner.tickTime`); the rules core moves event time no
- * further than the time the log stored the tick. Returns a stop function.
+ * where a tick would release something (a buffered event, a timer, a key due to expire:
+ * `PartitionRunner.wantsTick`), and that is caught up with its log (asked of the server): on a
+ * quiet stream the watermark moves on, so absence rules fire, windows close and state expires.
+ * A partition that is behind (a stalled consumer, a slow server) gets no tick: its reader's
+ * silence says nothing about the log. The tick's time is taken after the server said the
+ * partition was caught up (`PartitionRunner.tickTime`: the newest event's time plus the time
+ * since it was read); the rules core moves event time no further than the time the log stored
+ * the tick. Returns a stop function.
  */
 export function startIdleTicks(opts: {
   readonly intervalMs: number;
@@ -44,7 +45,7 @@ export function startIdleTicks(opts: {
   };
   const timer = setInterval(() => {
     for (const r of opts.runners())
-      if (r.idleMs >= opts.intervalMs && r.waitingForTime && !busy.has(r.state.partition))
+      if (r.idleMs >= opts.intervalMs && !busy.has(r.state.partition) && r.wantsTick(Date.now()))
         void tick(r);
   }, opts.intervalMs);
   return () => clearInterval(timer);

@@ -77,6 +77,7 @@ export class PartitionRunner {
         limits: d.limits,
       });
     this.handled = this.state.offset;
+    this.newestEventTs = this.state.maxTs;
     this.p = String(d.partition);
     this.judged = d.metrics.events.labels({ partition: this.p, outcome: 'judged' });
     this.lag = d.metrics.lag.labels({ partition: this.p });
@@ -121,19 +122,35 @@ export class PartitionRunner {
   }
 
   /**
-   * The time a tick written now should carry: the wall clock less how far the newest event's
-   * time was behind the time the log stored it. A producer whose events reach the log 1.5 s after
-   * their `ts` keeps that lag in the ticks too, so its next in-order event is not late (the tick
-   * claims no more than its events did); 0 until an event has been read.
+   * The time a tick written now should carry: the newest event's time (as the partition counted
+   * it, no later than its store time) plus the time this thread's clock has run since it read
+   * that event. Event time so goes on at the pace of the wall clock from where the events left
+   * it: a producer whose events reach the log 1.5 s after their `ts` keeps that lag in the ticks,
+   * so its next in-order event is not late; and no clock is compared with another's (a worker's
+   * clock ahead of the server's moves nothing). A restored partition counts from its restored
+   * time and the moment it was restored.
    */
   tickTime(now: number): number {
-    return now - this.lagMs;
+    return Number.isFinite(this.newestEventTs)
+      ? this.newestEventTs + (now - this.newestReadAt)
+      : now;
   }
 
-  /** True when timers, buffered events or keyed state due to expire wait for event time to move on. */
-  get waitingForTime(): boolean {
+  /**
+   * Whether a tick written now would release something: a buffered event, a due timer or a key
+   * due to expire lies at or before the watermark such a tick gives. An idle partition whose
+   * windows end in an hour gets no tick until then.
+   */
+  wantsTick(now: number): boolean {
     const st = this.state;
-    return st.buffer.size > 0 || st.timers.size > 0 || st.expiry.size > 0;
+    let due = Infinity;
+    const b = st.buffer.peek();
+    if (b !== undefined) due = b.ts;
+    const t = st.timers.peek();
+    if (t !== undefined && t.time < due) due = t.time;
+    const e = st.expiry.peek();
+    if (e !== undefined && e < due) due = e;
+    return due !== Infinity && this.tickTime(now) - st.outOfOrderMs - 1 >= due;
   }
 
   async stop(): Promise<void> {
@@ -152,8 +169,9 @@ export class PartitionRunner {
   }
 
   private busy = false;
-  /** How far the newest event's time was behind its store time (never negative: event time moves no further than the log's clock). */
-  private lagMs = 0;
+  /** The event time the partition's newest event set, and when this thread read it (see {@link tickTime}). */
+  private newestEventTs: number;
+  private newestReadAt = Date.now();
   /** The sequence of the last record handled (a dead letter or a probe leaves the state's offset where it was). */
   private handled: number;
   private sinceYield = 0;
@@ -297,7 +315,10 @@ export class PartitionRunner {
       data: r.data,
       publishTs: r.storedAt,
     });
-    if (this.state.maxTs !== newest) this.lagMs = r.storedAt - this.state.maxTs;
+    if (this.state.maxTs !== newest) {
+      this.newestEventTs = this.state.maxTs;
+      this.newestReadAt = Date.now();
+    }
     this.d.metrics.processing.observe(Math.max(0, Date.now() - r.storedAt) / 1000);
     if (result.invalid.length === 0 && result.late.length === 0) this.judgedSinceFlush++;
     return this.emit(r, result);

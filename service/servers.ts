@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { partitionMapping } from './subjects.js';
@@ -332,6 +332,8 @@ export async function startNats(opts: {
   mkdirSync(opts.dataDir, { recursive: true });
   const storeDir = join(opts.dataDir, 'jetstream');
   const confPath = join(opts.dataDir, 'nats.conf');
+  // With users, the file holds their passwords: readable by its owner only.
+  const mode = opts.users === undefined ? 0o644 : 0o600;
   writeFileSync(
     confPath,
     natsConfig({
@@ -340,7 +342,9 @@ export async function startNats(opts: {
       partitions: opts.partitions,
       ...(opts.users === undefined ? {} : { users: opts.users }),
     }),
+    { mode },
   );
+  chmodSync(confPath, mode);
   const exe = opts.executable ?? findExecutable('nats-server') ?? 'nats-server';
   const child = spawn(exe, ['-c', confPath], { stdio: ['ignore', 'pipe', 'pipe'] });
   const m = await waitForLine(

@@ -4,7 +4,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { natsConnection, type VigilOptions } from './config.js';
 import { startHttp, type RouteHook } from './http.js';
 import { startProcessMetrics } from './process-metrics.js';
-import { ensureStreams, verifyMapping } from './streams.js';
+import { adoptPartitionSubjects, ensureStreams, verifyMapping } from './streams.js';
 import { WorkerPool, type Logger } from './worker-pool.js';
 import { LeaseCoordinator } from './lease-coordinator.js';
 import { RedisLeaseStore } from './lease-store.js';
@@ -98,6 +98,7 @@ export async function startService(
         options.partitions,
       );
       await verifyMapping(nc, options.partitions);
+      await adoptPartitionSubjects(await jetstreamManager(nc), options.partitions);
     } finally {
       await nc.close();
     }

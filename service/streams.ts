@@ -41,10 +41,13 @@ export function eventsSubjects(partitions: number): string[] {
   return Array.from({ length: partitions }, (_, p) => partitionFilter(p));
 }
 
+/** The subjects of an `EVENTS` stream made by a version before the partition subjects. */
+const LEGACY_EVENTS_SUBJECTS = ['events.*.*'];
+
 /**
  * Creates the four streams (`EVENTS`, `CONTROL`, `ALERTS`, `DLQ`) or checks existing ones:
- * subjects must match (an `EVENTS` stream of an earlier version, on `events.*.*`, or one made for
- * the tests with another partition count, is given the subjects of `partitions`), and the
+ * subjects must match (an `EVENTS` stream of an earlier version, on `events.*.*`, is left as it
+ * is here: {@link adoptPartitionSubjects} narrows it once the mapping is verified), and the
  * duplicate window is raised to the configured one (read back from the server, which may ignore
  * a setting it does not support).
  */
@@ -57,12 +60,16 @@ export async function ensureStreams(
     const name = cfg.name;
     let info = await jsm.streams.info(name).catch(() => undefined);
     if (info === undefined) info = await jsm.streams.add(cfg);
-    let subjects = info.config.subjects ?? [];
-    if (name === Streams.events && JSON.stringify(subjects) !== JSON.stringify(cfg.subjects)) {
-      info = await jsm.streams.update(name, { ...info.config, subjects: cfg.subjects ?? [] });
-      subjects = info.config.subjects ?? [];
-    }
-    if (JSON.stringify(subjects) !== JSON.stringify(cfg.subjects)) {
+    const subjects = info.config.subjects ?? [];
+    const legacy =
+      name === Streams.events &&
+      JSON.stringify(subjects) === JSON.stringify(LEGACY_EVENTS_SUBJECTS);
+    if (name === Streams.events && !legacy && !sameList(subjects, cfg.subjects ?? []))
+      throw new ServiceError(
+        ServiceErrorCode.StreamConfig,
+        `stream EVENTS has the subjects ${subjects.slice(0, 3).join(', ')}${subjects.length > 3 ? ', …' : ''} (${subjects.length}), but VIGIL_PARTITIONS=${partitions} needs events.*.0 … events.*.${partitions - 1}: the partition count is fixed for the life of the stream; start with the count it was made with`,
+      );
+    if (!legacy && !sameList(subjects, cfg.subjects ?? [])) {
       throw new ServiceError(
         ServiceErrorCode.StreamConfig,
         `stream ${name} exists with subjects ${JSON.stringify(subjects)}, but Vigil needs ${JSON.stringify(cfg.subjects)}; delete or fix the stream`,
@@ -81,6 +88,27 @@ export async function ensureStreams(
       );
     }
   }
+}
+
+function sameList(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
+/**
+ * Gives an `EVENTS` stream made by an earlier version (subjects `events.*.*`) the subjects of the
+ * partitions, `events.*.0` … `events.*.<P-1>`. Call it after {@link verifyMapping}: a process
+ * started with the wrong partition count must not narrow the stream every process shares.
+ */
+export async function adoptPartitionSubjects(
+  jsm: JetStreamManager,
+  partitions: number,
+): Promise<void> {
+  const info = await jsm.streams.info(Streams.events);
+  if (JSON.stringify(info.config.subjects ?? []) !== JSON.stringify(LEGACY_EVENTS_SUBJECTS)) return;
+  await jsm.streams.update(Streams.events, {
+    ...info.config,
+    subjects: eventsSubjects(partitions),
+  });
 }
 
 /**

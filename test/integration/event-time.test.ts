@@ -94,8 +94,8 @@ describe('event time (real nats-server)', () => {
     // Two producers, each in order and each on partitions of its own (two producers whose delays
     // differ by more than outOfOrderMs are out of order by that much where they meet): one whose
     // events reach the log just inside the bound, one whose events arrive 1.5 s after their time.
-    // Gaps of 150-350 ms leave partitions idle long enough for ticks (every 100 ms) between two
-    // events.
+    // Gaps of 600-800 ms leave each partition idle past the point where a tick releases its
+    // buffered events (outOfOrderMs after the newest), so ticks come between two events.
     const keysOn = (prefix: string, parts: number[]): string[] =>
       Array.from({ length: 200 }, (_, i) => `${prefix}${i}`)
         .filter((k) => parts.includes(partitionOf(k, P)))
@@ -105,14 +105,14 @@ describe('event time (real nats-server)', () => {
       { keys: keysOn('far', [2, 3]), delay: 3 * OUT_OF_ORDER_MS },
     ];
     const sent: string[] = [];
-    for (let i = 0; i < 30; i++) {
+    for (let i = 0; i < 16; i++) {
       for (const { keys, delay } of producers) {
         const key = keys[i % keys.length] as string;
         const id = `${key}-${i}`;
         await event(key, { type: 'pay', id, ts: Date.now() - delay });
         sent.push(id);
       }
-      await sleep(150 + ((i * 37) % 200));
+      await sleep(600 + ((i * 37) % 200));
     }
     await drained(servers, service);
     await eventually(async () => (await alerts('every')).length >= sent.length, 10_000, 'alerts');
@@ -123,7 +123,7 @@ describe('event time (real nats-server)', () => {
     const ticks = (await readStream(servers, 'EVENTS')).filter((m) =>
       m.subject.startsWith('events._tick.'),
     ).length;
-    expect(ticks - ticksBefore).toBeGreaterThan(10);
+    expect(ticks - ticksBefore).toBeGreaterThan(5);
   });
 
   it('refuses a forged far-future tick and moves nothing; an early event inside the future limit makes nothing late', async () => {

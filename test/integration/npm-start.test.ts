@@ -168,7 +168,21 @@ describe('npm start, as a new user runs it', () => {
       string,
       string
     >;
-    expect(output).toContain(`NATS_USER=producer NATS_PASSWORD=${users.producer} npm run pub`);
+    // It names the file, not the password.
+    expect(output).toContain(
+      `NATS_USER=producer NATS_PASSWORD="$(node -p "require('./.vigil/nats-users.json').producer")" npm run pub`,
+    );
+    expect(output).not.toContain(users.producer);
+    // The printed command works as written.
+    const pub = spawnSync(
+      'bash',
+      [
+        '-c',
+        `NATS_URL=${/nats-server (nats:\S+)/.exec(output)?.[1]} NATS_USER=producer NATS_PASSWORD="$(node -p "require('./.vigil/nats-users.json').producer")" node --import tsx scripts/pub.ts events.c-7 '{"type":"payment","amount":950}'`,
+      ],
+      { cwd, encoding: 'utf8' },
+    );
+    expect(pub.stdout + pub.stderr).toContain('stored in EVENTS');
     const url = /nats-server (nats:\S+)/.exec(output)?.[1] as string;
     const producer = await connect({ servers: url, user: 'producer', pass: users.producer });
     try {

@@ -1,7 +1,9 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
+  applyControl,
   createPartition,
+  keyedStateCount,
   EXPIRY_BUCKET_MS,
   expiryBucket,
   keyExpiry,
@@ -79,6 +81,36 @@ describe('keyed state ends by event time', () => {
     // And the next alert is not suppressed, as it would not have been.
     f.event({ type: 'p', amount: 50, ts: 25_002 }, 'k');
     expect(f.alerts).toHaveLength(2);
+  });
+
+  it('ends a suppression time that a compatible change made meaningless (suppressFor taken away)', () => {
+    // Found in review: the time stayed, listed nowhere, for good.
+    const rule = (alert: object) =>
+      ({
+        id: 'seq',
+        on: ['a', 'b'],
+        pattern: {
+          kind: 'sequence',
+          within: '10s',
+          steps: [
+            { name: 'a', on: ['a'] },
+            { name: 'b', on: ['b'] },
+          ],
+        },
+        alert,
+      }) as never;
+    const v1 = ruleSetOf(upsert(rule({ suppressFor: 500 })));
+    const v2 = applyControl(v1, upsert(rule({})), 2).ruleSet;
+    expect(v2.rules.get('seq')?.stateEpoch).toBe(v1.rules.get('seq')?.stateEpoch);
+    const f = new Feed(v1);
+    f.event({ type: 'a', ts: 100 }, 'k');
+    f.event({ type: 'b', ts: 300 }, 'k'); // a match: an alert and a suppression time
+    f.event({ type: 'a', ts: 400 }, 'k'); // a partial match until 10,400
+    f.tick(1500);
+    f.marker(v2);
+    f.tick(1_000_000_000);
+    expect(f.alerts).toHaveLength(1);
+    expect(keyedStateCount(f.state)).toBe(0);
   });
 
   it('changes no outcome: the same alerts as a run that keeps everything, and it holds exactly the states that can still matter (random logs)', () => {

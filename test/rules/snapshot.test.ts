@@ -250,8 +250,10 @@ describe('partition snapshot and restore', () => {
             if (checkpointAfter[i]) apply(checkpointParts(upgraded));
           });
           apply(checkpointParts(upgraded));
-          expect(decoder.decode(snapshotPartition(restore()))).toBe(
-            decoder.decode(snapshotPartition(whole)),
+          // The same states; the keys of the v4 fields are listed for expiry where v4 recorded
+          // no bucket (the first one after the restore).
+          expect(withoutExpiry(snapshotPartition(restore()))).toBe(
+            withoutExpiry(snapshotPartition(whole)),
           );
         },
       ),
