@@ -8,6 +8,7 @@ COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json ./
 COPY rules ./rules
+COPY protocol ./protocol
 COPY service ./service
 COPY control-plane ./control-plane
 COPY scripts ./scripts
@@ -25,6 +26,7 @@ WORKDIR /app
 COPY --from=build /app/package.json /app/package-lock.json /app/tsconfig.json ./
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/rules ./rules
+COPY --from=build /app/protocol ./protocol
 COPY --from=build /app/service ./service
 COPY --from=build /app/control-plane ./control-plane
 COPY --from=build /app/scripts ./scripts

@@ -54,8 +54,33 @@ export default tseslint.config(
           patterns: [
             { group: ioModules, message: 'rules/ does no I/O (DESIGN §2).' },
             {
-              group: ['**/service/**', '**/control-plane/**', '**/bench/**'],
+              group: ['**/protocol/**', '**/service/**', '**/control-plane/**', '**/bench/**'],
               message: 'rules/ imports nothing of ours.',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    files: ['protocol/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ioModules,
+              message: 'protocol/ does no I/O: it describes the logs, service/ reads them.',
+            },
+            {
+              group: ['**/service/**', '**/control-plane/**', '**/bench/**'],
+              message:
+                'protocol/ imports rules/ only (rules <- protocol <- service <- control-plane).',
+            },
+            {
+              group: ['**/rules/*', '!**/rules/index.js'],
+              message: 'Import rules/ through its public index.',
             },
           ],
         },
@@ -77,6 +102,10 @@ export default tseslint.config(
               group: ['**/rules/*', '!**/rules/index.js'],
               message: 'Import rules/ through its public index.',
             },
+            {
+              group: ['**/protocol/*', '!**/protocol/index.js'],
+              message: 'Import protocol/ through its public index.',
+            },
           ],
         },
       ],
@@ -97,6 +126,10 @@ export default tseslint.config(
             {
               group: ['**/service/*', '!**/service/index.js'],
               message: 'Import service/ through its public index.',
+            },
+            {
+              group: ['**/protocol/*', '!**/protocol/index.js'],
+              message: 'Import protocol/ through its public index.',
             },
           ],
         },

@@ -16,15 +16,13 @@ import { jetstream } from '@nats-io/jetstream';
 import { Redis } from 'ioredis';
 import type { Alert } from '../rules/index.js';
 import {
-  CONTROL_SUBJECT,
   DEFAULT_OPTIONS,
-  eventSubject,
-  partitionOf,
   ensureServersInstalled,
   startNats,
   startRedis,
   type ServerHandle,
 } from '../service/index.js';
+import { CONTROL_SUBJECT, eventSubject, partitionOf } from '../protocol/index.js';
 import type { WorkerStatus } from '../service/worker-pool.js';
 
 const root = resolve(import.meta.dirname, '..');

@@ -46,23 +46,20 @@ import {
 import type { Rule } from '../rules/index.js';
 import { eventGenerator, generateRules } from './e2e-inputs.js';
 import {
-  CONTROL_SUBJECT,
   DEFAULT_OPTIONS,
   ensureStreams,
-  eventSubject,
-  partitionFilter,
   resolveOptions,
   ensureServersInstalled,
   GC_REPORT_MS,
   startNats,
   startRedis,
-  Streams,
   verifyMapping,
   type Logger,
   type RunningService,
   type ServerHandle,
   type VigilOptions,
 } from '../service/index.js';
+import { CONTROL_SUBJECT, eventSubject, partitionFilter, Streams } from '../protocol/index.js';
 
 /**
  * The service runs as `npm start` and the image run it: compiled to dist/ (scripts/build.mjs).

@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { DeliverPolicy, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import { emptyRuleSet, type Alert, type RuleLimits, type RuleSet } from '../rules/index.js';
-import { MARKER_KEY, storedAtMs, Streams } from '../service/index.js';
-import { foldVersions, Replay, type ReplayMessage } from './replay.js';
+import { storedAtMs } from '../service/index.js';
+import { foldVersions, MARKER_KEY, Streams } from '../protocol/index.js';
+import { Replay, type ReplayMessage } from './replay.js';
 
 /** Which part of `EVENTS` to replay: by sequence or by store time (inclusive bounds). */
 export interface BacktestRange {

@@ -6,7 +6,7 @@ import {
   type RuleLimits,
   type RuleSet,
 } from '../rules/index.js';
-import { CONTROL_SUBJECT } from '../service/index.js';
+import { CONTROL_SUBJECT } from '../protocol/index.js';
 import type { ChangeRecord, ControlLog } from './control-log.js';
 import { ApiError, ApiErrorCode, invalid } from './errors.js';
 

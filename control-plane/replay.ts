@@ -1,17 +1,14 @@
 import {
-  applyControl,
   createPartition,
   emptyRuleSet,
-  parseControl,
   processRecord,
-  skipControl,
   type Alert,
   type PartitionState,
   type ProcessResult,
   type RuleLimits,
   type RuleSet,
 } from '../rules/index.js';
-import { classifyRecord } from '../service/index.js';
+import { classifyRecord } from '../protocol/index.js';
 
 /** One message of `EVENTS`, as a replay reads it. */
 export interface ReplayMessage {
@@ -28,24 +25,6 @@ export type ReplayRules =
   | { readonly kind: 'history'; readonly versions: ReadonlyMap<number, RuleSet> }
   /** One fixed rule set for every event; markers change nothing. */
   | { readonly kind: 'candidate'; readonly ruleSet: RuleSet };
-
-/** Folds `CONTROL` messages into the rule set after every sequence (the shards' own fold). */
-export function foldVersions(
-  messages: Iterable<{ seq: number; data: Uint8Array }>,
-  limits: RuleLimits,
-): Map<number, RuleSet> {
-  const versions = new Map<number, RuleSet>();
-  let rs = emptyRuleSet();
-  versions.set(0, rs);
-  for (const m of messages) {
-    const parsed = parseControl(m.data, limits);
-    rs = parsed.ok
-      ? applyControl(rs, parsed.message, m.seq, limits).ruleSet
-      : skipControl(rs, m.seq);
-    versions.set(m.seq, rs);
-  }
-  return versions;
-}
 
 /**
  * Replays partition logs through the rules core in this process — the same `processRecord` the

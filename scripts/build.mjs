@@ -8,7 +8,7 @@ import { readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { build } from 'esbuild';
 
-const FOLDERS = ['rules', 'service', 'control-plane', 'scripts'];
+const FOLDERS = ['rules', 'protocol', 'service', 'control-plane', 'scripts'];
 
 /** The TypeScript files of a folder and its subfolders (tests live elsewhere). */
 function sources(dir) {

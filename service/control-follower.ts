@@ -5,16 +5,13 @@ import {
   type JetStreamManager,
 } from '@nats-io/jetstream';
 import {
-  applyControl,
   emptyRuleSet,
-  parseControl,
-  skipControl,
   type ControlOutcome,
   type Problem,
   type RuleLimits,
   type RuleSet,
 } from '../rules/index.js';
-import { Streams } from './subjects.js';
+import { foldControl, Streams } from '../protocol/index.js';
 
 /** One message of `CONTROL` after the rules core has judged it. */
 export interface ControlEvent {
@@ -76,14 +73,7 @@ export class ControlFollower {
   private async loop(): Promise<void> {
     if (this.messages === undefined) return;
     for await (const m of this.messages) {
-      const parsed = parseControl(m.data, this.limits);
-      const outcome = parsed.ok
-        ? applyControl(this.current, parsed.message, m.seq, this.limits)
-        : {
-            ok: false as const,
-            ruleSet: skipControl(this.current, m.seq),
-            problems: parsed.problems,
-          };
+      const outcome = foldControl(this.current, m.data, m.seq, this.limits);
       this.current = outcome.ruleSet;
       this.versions.set(m.seq, outcome.ruleSet);
       const committedAt = Number(m.info.timestampNanos / 1_000_000);

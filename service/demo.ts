@@ -1,7 +1,7 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { DeliverPolicy, jetstream } from '@nats-io/jetstream';
 import type { Alert, ControlMessage } from '../rules/index.js';
-import { CONTROL_SUBJECT, eventSubject, Streams } from './subjects.js';
+import { CONTROL_SUBJECT, eventSubject, Streams } from '../protocol/index.js';
 
 /** The demo's rules: one of each kind, over payment-like events. */
 export const DEMO_CONTROL: readonly ControlMessage[] = [

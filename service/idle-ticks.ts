@@ -1,8 +1,6 @@
 import type { JetStreamClient } from '@nats-io/jetstream';
 import type { PartitionRunner } from './partition-runner.js';
-import { tickSubject } from './subjects.js';
-
-const encoder = new TextEncoder();
+import { tickPayload, tickSubject } from '../protocol/index.js';
 
 /**
  * Every `intervalMs`, publishes a tick into each partition that has read nothing for that long,
@@ -32,7 +30,7 @@ export function startIdleTicks(opts: {
     busy.add(p);
     try {
       if (!(await r.caughtUp())) return;
-      const data = encoder.encode(JSON.stringify({ vigil: 'tick', ts: r.tickTime(Date.now()) }));
+      const data = tickPayload(r.tickTime(Date.now()));
       await opts.js.publish(tickSubject(p), data);
       if (failing > 0) opts.log('warn', `ticks are written again (${failing} failed before)`);
       failing = 0;

@@ -15,7 +15,6 @@ export { jetStreamPartitionSource } from './partition-consumer.js';
 export { pullRefused, pullStatus, type PullStatus } from './pull-status.js';
 export { RecordQueue } from './record-queue.js';
 export { WorkerMetrics } from './metrics.js';
-export { partitionOf } from './partitioner.js';
 export { PartitionRunner, type PartitionRunnerDeps } from './partition-runner.js';
 export { Publisher } from './publisher.js';
 export {
@@ -40,28 +39,6 @@ export {
   type DeadLetterSink,
 } from './sinks.js';
 export { ensureStreams, verifyMapping } from './streams.js';
-export {
-  classifyRecord,
-  DeadReason,
-  PROBE_KEY,
-  PROBE_PAYLOAD,
-  type RecordClass,
-} from './record-class.js';
-export {
-  alertSubject,
-  CONTROL_SUBJECT,
-  dlqSubject,
-  eventSubject,
-  isValidKey,
-  MARKER_KEY,
-  markerSubject,
-  partitionedEventSubject,
-  partitionFilter,
-  partitionMapping,
-  Streams,
-  TICK_KEY,
-  tickSubject,
-} from './subjects.js';
 export { ActivationLog, type Activation } from './activation-log.js';
 export { GC_REPORT_MS, GcKind, GcPauseLog, watchGcPauses, type GcPause } from './gc-pauses.js';
 export { stopOnSignals } from './stop-on-signals.js';

@@ -1,7 +1,5 @@
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
-import { markerSubject, Streams } from './subjects.js';
-
-const encoder = new TextEncoder();
+import { markerPayload, markerSubject, Streams } from '../protocol/index.js';
 
 /**
  * Writes the epoch markers of one worker. The owner of a partition writes a marker into it for
@@ -78,11 +76,7 @@ export class MarkerWriter {
     // A timed-out publish must not end the control loop: retry (Nats-Msg-Id makes it safe).
     for (let attempt = 0; this.partitions.has(p); attempt++) {
       try {
-        await this.js.publish(
-          markerSubject(p),
-          encoder.encode(JSON.stringify({ vigil: 'epoch', controlSeq: seq })),
-          { msgID: `epoch-${seq}-${p}` },
-        );
+        await this.js.publish(markerSubject(p), markerPayload(seq), { msgID: `epoch-${seq}-${p}` });
         this.last.set(p, seq);
         return;
       } catch (err) {

@@ -12,7 +12,7 @@ import { ServiceError, ServiceErrorCode } from './errors.js';
 import type { EventSource, LogRecord } from './event-source.js';
 import { pullRefused, pullStatus } from './pull-status.js';
 import { RecordQueue } from './record-queue.js';
-import { partitionFilter, Streams } from './subjects.js';
+import { partitionFilter, Streams } from '../protocol/index.js';
 
 /**
  * Records asked for or waiting to be taken, at most (fewer if the server's `max_request_batch` is

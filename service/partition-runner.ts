@@ -9,9 +9,8 @@ import {
 import type { ControlFollower } from './control-follower.js';
 import type { EventSource, LogRecord } from './event-source.js';
 import type { WorkerMetrics } from './metrics.js';
-import { classifyRecord } from './record-class.js';
+import { classifyRecord, Streams } from '../protocol/index.js';
 import type { AlertSink, DeadLetterSink } from './sinks.js';
-import { Streams } from './subjects.js';
 
 export interface PartitionRunnerDeps {
   readonly partition: number;

@@ -5,7 +5,7 @@ import { AggregatorRegistry, Counter, Gauge, Registry } from 'prom-client';
 import { followAlertLatency } from './alert-latency.js';
 import { natsConnection, type VigilOptions } from './config.js';
 import { capRuleLabels, RuleLabels } from './metrics.js';
-import { Streams } from './subjects.js';
+import { Streams } from '../protocol/index.js';
 import type { WorkerPool } from './worker-pool.js';
 
 /** A scrape must not hang on a server that is away: each lookup gets this long. */

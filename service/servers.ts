@@ -2,7 +2,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
-import { partitionMapping } from './subjects.js';
+import { partitionMapping } from '../protocol/index.js';
 import { ServiceError, ServiceErrorCode } from './errors.js';
 
 /** A server process this module started. */

@@ -7,16 +7,17 @@ import {
   type StreamConfig,
 } from '@nats-io/jetstream';
 import { ServiceError, ServiceErrorCode } from './errors.js';
-import { partitionOf } from './partitioner.js';
-import { PROBE_KEY, PROBE_PAYLOAD } from './record-class.js';
 import {
   CONTROL_SUBJECT,
+  eventsSubjects,
   eventSubject,
   partitionedEventSubject,
-  partitionFilter,
   partitionMapping,
+  partitionOf,
+  PROBE_KEY,
+  PROBE_PAYLOAD,
   Streams,
-} from './subjects.js';
+} from '../protocol/index.js';
 
 function streamConfigs(
   duplicateWindowMs: number,
@@ -29,16 +30,6 @@ function streamConfigs(
     { name: Streams.alerts, subjects: ['alerts.>'], duplicate_window },
     { name: Streams.dlq, subjects: ['vigil.dlq.>'], duplicate_window },
   ];
-}
-
-/**
- * The subjects `EVENTS` stores: `events.*.<p>` for each partition p in 0..P-1, so a record
- * published straight to a partition that does not exist (`events.k.16`, `events.k.abc`) is
- * refused by the server (a JetStream publish gets an error at once) instead of being stored
- * where no partition's consumer would ever read it.
- */
-export function eventsSubjects(partitions: number): string[] {
-  return Array.from({ length: partitions }, (_, p) => partitionFilter(p));
 }
 
 /** The subjects of an `EVENTS` stream made by a version before the partition subjects. */

@@ -20,7 +20,7 @@ import { Publisher } from './publisher.js';
 import { natsAlertSink, natsDeadLetterSink } from './sinks.js';
 import { MarkerWriter } from './marker-writer.js';
 import { RuleQuarantine } from './quarantine.js';
-import { CONTROL_SUBJECT, Streams } from './subjects.js';
+import { CONTROL_SUBJECT, Streams } from '../protocol/index.js';
 import { startIdleTicks } from './idle-ticks.js';
 import { startIdleGc } from './idle-gc.js';
 import type {

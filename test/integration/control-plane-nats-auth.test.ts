@@ -5,13 +5,8 @@ import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import {
-  ensureStreams,
-  findExecutable,
-  freePort,
-  partitionOf,
-  verifyMapping,
-} from '../../service/index.js';
+import { ensureStreams, findExecutable, freePort, verifyMapping } from '../../service/index.js';
+import { partitionOf } from '../../protocol/index.js';
 import { eventually } from './servers.js';
 
 const P = 16; // the example's mapping

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Alert } from '../../rules/index.js';
-import { jetStreamPartitionSource, partitionOf, type RunningService } from '../../service/index.js';
+import { jetStreamPartitionSource, type RunningService } from '../../service/index.js';
+import { partitionOf } from '../../protocol/index.js';
 import {
   activated,
   drained,

@@ -2,7 +2,7 @@ import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Alert } from '../../rules/index.js';
 import { prng } from '../prng.js';
-import { partitionOf } from '../../service/index.js';
+import { partitionOf } from '../../protocol/index.js';
 import { CRASH_RULES, TIGHTEN_BIG } from './crash-run.js';
 import { partitionHeads, referenceAlertIds } from './reference.js';
 import {

@@ -10,15 +10,13 @@ import {
   type StoredCheckpoint,
 } from '../../service/checkpoint-store.js';
 import { CheckpointLoader, type LoadedCheckpoint } from '../../service/checkpointer.js';
+import { ensureStreams, jetStreamPartitionSource, type EventSource } from '../../service/index.js';
 import {
-  ensureStreams,
   eventSubject,
-  jetStreamPartitionSource,
   partitionedEventSubject,
   partitionOf,
   Streams,
-  type EventSource,
-} from '../../service/index.js';
+} from '../../protocol/index.js';
 import { openPartition, type RestoredPartition } from '../../service/partition-open.js';
 import type { PartitionConsumer } from '../../service/partition-consumer.js';
 import { startTestServers, type TestServers } from './servers.js';

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DEFAULT_OPTIONS, ensureStreams, Streams, alertSubject } from '../../service/index.js';
+import { DEFAULT_OPTIONS, ensureStreams } from '../../service/index.js';
+import { Streams, alertSubject } from '../../protocol/index.js';
 import { Publisher } from '../../service/publisher.js';
 import { startTestServers, type TestServers } from './servers.js';
 

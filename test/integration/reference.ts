@@ -1,13 +1,5 @@
-import {
-  applyControl,
-  createPartition,
-  emptyRuleSet,
-  parseControl,
-  processRecord,
-  skipControl,
-  type RuleSet,
-} from '../../rules/index.js';
-import { classifyRecord } from '../../service/index.js';
+import { createPartition, emptyRuleSet, processRecord } from '../../rules/index.js';
+import { classifyRecord, foldVersions } from '../../protocol/index.js';
 import type { RunningService } from '../../service/index.js';
 import { eventually, readStream, type TestServers } from './servers.js';
 
@@ -20,13 +12,7 @@ export async function referenceAlertIds(
   partitions: number,
   outOfOrderMs: number,
 ): Promise<Set<string>> {
-  const versions = new Map<number, RuleSet>();
-  let rs = emptyRuleSet();
-  for (const m of await readStream(servers, 'CONTROL')) {
-    const parsed = parseControl(m.data);
-    rs = parsed.ok ? applyControl(rs, parsed.message, m.seq).ruleSet : skipControl(rs, m.seq);
-    versions.set(m.seq, rs);
-  }
+  const versions = foldVersions(await readStream(servers, 'CONTROL'));
   const states = Array.from({ length: partitions }, (_, p) =>
     createPartition(emptyRuleSet(), { partition: p, outOfOrderMs }),
   );

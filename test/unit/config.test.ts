@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { describe, expect, it } from 'vitest';
-import { assignPartitions, natsConfig, partitionOf, resolveOptions } from '../../service/index.js';
+import { assignPartitions, natsConfig, resolveOptions } from '../../service/index.js';
+import { partitionOf } from '../../protocol/index.js';
 
 describe('service options', () => {
   it('defaults, then environment variables, then overrides', () => {

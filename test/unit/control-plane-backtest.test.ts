@@ -7,9 +7,10 @@ import { errorHandler } from '../../control-plane/http-support.js';
 import type { ControlPlaneOptions } from '../../control-plane/options.js';
 import { mountBacktestRoutes } from '../../control-plane/routes-backtest.js';
 import { BacktestJobs, type BacktestResult } from '../../control-plane/backtest.js';
-import { foldVersions, Replay } from '../../control-plane/replay.js';
+import { Replay } from '../../control-plane/replay.js';
+import { foldVersions } from '../../protocol/index.js';
 import { applyControl, DEFAULT_LIMITS, emptyRuleSet } from '../../rules/index.js';
-import { partitionOf } from '../../service/index.js';
+import { partitionOf } from '../../protocol/index.js';
 
 const enc = new TextEncoder();
 const msg = (seq: number, subject: string, body: unknown, storedAt = 1000 + seq) => ({

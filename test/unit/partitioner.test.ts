@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { partitionOf } from '../../service/index.js';
+import { partitionOf } from '../../protocol/index.js';
 
 /** FNV-1a 32-bit over the UTF-8 bytes, written plainly: the mapping nats-server applies. */
 function reference(key: string, partitions: number): number {

@@ -6,6 +6,18 @@ export const PROBE_KEY = '_probe';
 /** What a probe carries, so that a record under a probe key is told from a producer's. */
 export const PROBE_PAYLOAD = '{"vigil":"probe"}';
 
+const encoder = new TextEncoder();
+
+/** An epoch marker's payload: from here on, the rules after `CONTROL` sequence `controlSeq` are in force. */
+export function markerPayload(controlSeq: number): Uint8Array {
+  return encoder.encode(JSON.stringify({ vigil: 'epoch', controlSeq }));
+}
+
+/** A tick's payload: event time `ts` (ms) on an idle partition. */
+export function tickPayload(ts: number): Uint8Array {
+  return encoder.encode(JSON.stringify({ vigil: 'tick', ts }));
+}
+
 /** Why a record of a partition's log is judged by no rule and goes to the dead-letter stream. */
 export const DeadReason = {
   badMarker: 'bad-marker',

@@ -35,3 +35,13 @@ export function isValidKey(key: string): boolean {
 export function partitionMapping(partitions: number): string {
   return `mappings = { "events.*": "events.{{wildcard(1)}}.{{partition(${partitions},1)}}" }`;
 }
+
+/**
+ * The subjects `EVENTS` stores: `events.*.<p>` for each partition p in 0..P-1, so a record
+ * published straight to a partition that does not exist (`events.k.16`, `events.k.abc`) is
+ * refused by the server (a JetStream publish gets an error at once) instead of being stored
+ * where no partition's consumer would ever read it.
+ */
+export function eventsSubjects(partitions: number): string[] {
+  return Array.from({ length: partitions }, (_, p) => partitionFilter(p));
+}
