@@ -4,20 +4,13 @@ import {
   processRecord,
   type Alert,
   type PartitionState,
-  type ProcessResult,
   type RuleLimits,
   type RuleSet,
 } from '../rules/index.js';
-import { classifyRecord } from '../protocol/index.js';
+import { partitionRecord, type StoredMessage } from '../protocol/index.js';
 
 /** One message of `EVENTS`, as a replay reads it. */
-export interface ReplayMessage {
-  readonly seq: number;
-  readonly subject: string;
-  readonly data: Uint8Array;
-  /** When JetStream stored it: the default event time. */
-  readonly storedAt: number;
-}
+export type ReplayMessage = StoredMessage;
 
 /** Which rules judge the replayed events. */
 export type ReplayRules =
@@ -53,37 +46,15 @@ export class Replay {
 
   /** Feeds one message; returns the alerts it produced (empty for messages a shard skips). */
   feed(m: ReplayMessage): readonly Alert[] {
-    const p = Number(m.subject.slice(m.subject.lastIndexOf('.') + 1));
-    const st = this.states[p];
-    if (st === undefined) return [];
-    const c = classifyRecord(m.subject, m.data, p, this.partitions);
-    let out: ProcessResult;
-    switch (c.kind) {
-      case 'marker': {
-        if (this.rules.kind === 'candidate') return [];
-        const target = this.rules.versions.get(c.controlSeq);
-        // A marker naming a sequence CONTROL does not hold is dead-lettered live: it changes nothing.
-        if (target === undefined || target.controlSeq <= st.ruleSet.controlSeq) return [];
-        out = processRecord(st, { kind: 'marker', seq: m.seq, ruleSet: target });
-        break;
-      }
-      case 'tick':
-        out = processRecord(st, { kind: 'tick', seq: m.seq, ts: c.ts, storedAt: m.storedAt });
-        break;
-      case 'event':
-        out = processRecord(st, {
-          kind: 'event',
-          seq: m.seq,
-          key: c.key,
-          data: m.data,
-          publishTs: m.storedAt,
-        });
-        break;
-      // Probes and dead letters are judged by no rule live either.
-      case 'probe':
-      case 'dead':
-        return [];
-    }
-    return out.alerts;
+    const rules = this.rules;
+    const r = partitionRecord(
+      m,
+      this.partitions,
+      // A candidate is one fixed rule set: markers change nothing.
+      (c) => (rules.kind === 'candidate' ? undefined : rules.versions.get(c)),
+      (p) => this.states[p]?.ruleSet.controlSeq ?? 0,
+    );
+    const st = r === undefined ? undefined : this.states[r.partition];
+    return r === undefined || st === undefined ? [] : processRecord(st, r.record).alerts;
   }
 }

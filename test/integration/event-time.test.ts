@@ -12,6 +12,7 @@ import {
   startTestService,
   type TestServers,
 } from './servers.js';
+import { TIME_RULES } from './time-rules.js';
 
 /**
  * Event time as a user meets it: in-order events are never late because of the service's own
@@ -60,25 +61,7 @@ beforeAll(async () => {
   // events for its window, so idle partitions wait for event time and get ticks.
   await control({
     op: 'replace-all',
-    rules: [
-      {
-        id: 'every',
-        on: ['pay'],
-        when: { all: [{ fact: 'type', operator: 'equal', value: 'pay' }] },
-        alert: { severity: 'low', title: 'pay {{id}}' },
-      },
-      {
-        id: 'burst',
-        on: ['pay'],
-        pattern: {
-          kind: 'threshold',
-          aggregate: 'count',
-          window: '10s',
-          operator: '>=',
-          value: 1000,
-        },
-      },
-    ],
+    rules: TIME_RULES,
   });
 });
 

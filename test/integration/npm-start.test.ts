@@ -45,6 +45,18 @@ function descendants(pid: number): number[] {
   return out;
 }
 
+/** `node dist/scripts/start.js ARGS` in the clone the first test built, in a process group of its own. */
+function startBuilt(args: string[], stdio: 'pipe' | 'ignore'): ChildProcess {
+  const proc = spawn(process.execPath, ['dist/scripts/start.js', ...args], {
+    cwd: join(dir as string, 'vigil'),
+    env: { ...process.env, VIGIL_HTTP_PORT: '0', VIGIL_WORKERS: '1', NATS_URL: '', REDIS_URL: '' },
+    stdio: ['ignore', 'pipe', stdio],
+    detached: true,
+  });
+  children.push(proc);
+  return proc;
+}
+
 describe('npm start, as a new user runs it', () => {
   it('from a clean clone: starts the servers and the service, the demo produces alerts, /metrics answers, Ctrl-C stops everything', async () => {
     dir = mkdtempSync(join(tmpdir(), 'vigil-clone-'));
@@ -99,21 +111,7 @@ describe('npm start, as a new user runs it', () => {
   });
 
   it('stops the servers it started when its output is closed (npm start | head)', async () => {
-    // The clone the test above built.
-    const cwd = join(dir as string, 'vigil');
-    const proc = spawn(process.execPath, ['dist/scripts/start.js', '--no-demo'], {
-      cwd,
-      env: {
-        ...process.env,
-        VIGIL_HTTP_PORT: '0',
-        VIGIL_WORKERS: '1',
-        NATS_URL: '',
-        REDIS_URL: '',
-      },
-      stdio: ['ignore', 'pipe', 'ignore'],
-      detached: true,
-    });
-    children.push(proc);
+    const proc = startBuilt(['--no-demo'], 'ignore');
     // As `head` does: read the first lines, then close the pipe.
     const servers = await new Promise<number[]>((resolve, reject) => {
       let output = '';
@@ -139,21 +137,8 @@ describe('npm start, as a new user runs it', () => {
   }, 90_000);
 
   it('with --nats-auth: users and permissions, the demo running as its users, and a producer refused ticks', async () => {
-    // The clone the first test built.
     const cwd = join(dir as string, 'vigil');
-    const proc = spawn(process.execPath, ['dist/scripts/start.js', '--nats-auth'], {
-      cwd,
-      env: {
-        ...process.env,
-        VIGIL_HTTP_PORT: '0',
-        VIGIL_WORKERS: '1',
-        NATS_URL: '',
-        REDIS_URL: '',
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-      detached: true,
-    });
-    children.push(proc);
+    const proc = startBuilt(['--nats-auth'], 'pipe');
     let output = '';
     proc.stdout?.on('data', (c: Buffer) => (output += c.toString()));
     proc.stderr?.on('data', (c: Buffer) => (output += c.toString()));

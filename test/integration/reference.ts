@@ -1,5 +1,5 @@
 import { createPartition, emptyRuleSet, processRecord } from '../../rules/index.js';
-import { classifyRecord, foldVersions } from '../../protocol/index.js';
+import { foldVersions, partitionRecord } from '../../protocol/index.js';
 import type { RunningService } from '../../service/index.js';
 import { eventually, readStream, type TestServers } from './servers.js';
 
@@ -18,26 +18,15 @@ export async function referenceAlertIds(
   );
   const ids = new Set<string>();
   for (const m of await readStream(servers, 'EVENTS')) {
-    const p = Number(m.subject.slice(m.subject.lastIndexOf('.') + 1));
-    const st = states[p];
-    if (st === undefined) continue;
-    const c = classifyRecord(m.subject, m.data, p, partitions);
-    let out;
-    if (c.kind === 'marker') {
-      const target = versions.get(c.controlSeq);
-      if (target === undefined || c.controlSeq <= st.ruleSet.controlSeq) continue;
-      out = processRecord(st, { kind: 'marker', seq: m.seq, ruleSet: target });
-    } else if (c.kind === 'tick')
-      out = processRecord(st, { kind: 'tick', seq: m.seq, ts: c.ts, storedAt: m.storedAt });
-    else if (c.kind === 'event')
-      out = processRecord(st, {
-        kind: 'event',
-        seq: m.seq,
-        key: c.key,
-        data: m.data,
-        publishTs: m.storedAt,
-      });
-    else continue;
+    const r = partitionRecord(
+      m,
+      partitions,
+      (c) => versions.get(c),
+      (p) => states[p]?.ruleSet.controlSeq ?? 0,
+    );
+    const st = r === undefined ? undefined : states[r.partition];
+    if (r === undefined || st === undefined) continue;
+    const out = processRecord(st, r.record);
     for (const a of out.alerts) ids.add(a.id);
   }
   return ids;
