@@ -63,6 +63,12 @@ export default tseslint.config(
     },
   },
   {
+    // A promise nobody awaits loses its rejection: say `void` where that is meant.
+    files: ['**/*.ts'],
+    languageOptions: { parserOptions: { projectService: true } },
+    rules: { '@typescript-eslint/no-floating-promises': 'error' },
+  },
+  {
     files: ['protocol/**/*.ts'],
     rules: {
       'no-restricted-imports': [

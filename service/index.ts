@@ -42,4 +42,4 @@ export { ensureStreams, verifyMapping } from './streams.js';
 export { ActivationLog, type Activation } from './activation-log.js';
 export { GC_REPORT_MS, GcKind, GcPauseLog, watchGcPauses, type GcPause } from './gc-pauses.js';
 export { stopOnSignals } from './stop-on-signals.js';
-export { assignPartitions, WorkerPool, type Logger } from './worker-pool.js';
+export { WorkerPool, type Logger } from './worker-pool.js';

@@ -58,13 +58,6 @@ interface Slot {
   restarts: number;
 }
 
-/** Partitions 0 … P − 1 granted in order to the least-loaded of W workers: p goes to worker p mod W. */
-export function assignPartitions(partitions: number, workers: number): number[][] {
-  const out: number[][] = Array.from({ length: Math.min(workers, partitions) }, () => []);
-  for (let p = 0; p < partitions; p++) out[p % out.length]?.push(p);
-  return out;
-}
-
 /** How a partition running on a worker started: when it began reading, and what its start took. */
 export interface PartitionStart extends PartitionStartTimings {
   readonly partition: number;

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { describe, expect, it } from 'vitest';
-import { assignPartitions, natsConfig, resolveOptions } from '../../service/index.js';
+import { natsConfig, resolveOptions } from '../../service/index.js';
 import { partitionOf } from '../../protocol/index.js';
 
 describe('service options', () => {
@@ -78,14 +78,6 @@ describe('service options', () => {
     expect(problems({ VIGIL_INSTANCE_ID: 'a b' })).toEqual([
       expect.objectContaining({ pointer: '/instanceId' }),
     ]);
-  });
-
-  it('spreads partitions over workers', () => {
-    expect(assignPartitions(5, 2)).toEqual([
-      [0, 2, 4],
-      [1, 3],
-    ]);
-    expect(assignPartitions(2, 4)).toEqual([[0], [1]]);
   });
 });
 
