@@ -169,3 +169,15 @@ export function parseEvent(data: unknown, publishTs: number, limits: RuleLimits)
     typeof rawId === 'string' ? rawId : typeof rawId === 'number' ? String(rawId) : undefined;
   return { ok: true, event, type, ts, id, hostile, text };
 }
+
+/**
+ * Why an event is late, for its dead letter: its time and the watermark it missed, and what to
+ * do. A `ts` in seconds (a common producer mistake) is far behind any watermark in milliseconds
+ * and is said to be so, rather than advising a larger out-of-orderness.
+ */
+export function lateMessage(ts: number, watermark: number): string {
+  const base = `event time ${ts} is at or before the partition's watermark ${watermark}`;
+  return ts < 1e11 && Math.abs(ts * 1000 - watermark) < 366 * 86_400_000
+    ? `${base}; "ts" looks like seconds since the epoch where milliseconds are expected (send ${ts * 1000})`
+    : `${base}; it reached the log more than VIGIL_OUT_OF_ORDER_MS after events of its partition that were on time: raise VIGIL_OUT_OF_ORDER_MS if such delays are normal, or fix the producer's clock`;
+}

@@ -44,7 +44,13 @@ export {
   pointer,
   type Problem,
 } from './errors.js';
-export { InvalidReason, parseEvent, type ParseEventResult, type ParsedEvent } from './event.js';
+export {
+  InvalidReason,
+  lateMessage,
+  parseEvent,
+  type ParseEventResult,
+  type ParsedEvent,
+} from './event.js';
 export { FORBIDDEN_NAMES, parsePath, resolveSegments } from './json-path.js';
 export { DEFAULT_LIMITS, resolveLimits, type RuleLimits } from './limits.js';
 export {

@@ -280,9 +280,10 @@ function validateLeaf(node: Record<string, unknown>, at: string, scope: Conditio
   const opName = node.operator;
   const op = typeof opName === 'string' ? resolveOperator(opName) : undefined;
   if (op === undefined) {
+    const near = typeof opName === 'string' ? nearestOperator(opName) : undefined;
     scope.problems.push({
       pointer: pointer(at, 'operator'),
-      message: `unknown operator ${JSON.stringify(opName)}; use one of ${OPERATOR_NAMES.join(', ')}, optionally prefixed by decorators ${DECORATOR_NAMES.map((d) => `${d}:`).join(', ')}`,
+      message: `unknown operator ${JSON.stringify(opName)}${near === undefined ? '' : ` (did you mean ${near}?)`}; use one of ${OPERATOR_NAMES.join(', ')}, optionally prefixed by decorators ${DECORATOR_NAMES.map((d) => `${d}:`).join(', ')}`,
     });
   }
   const value = node.value;
@@ -319,4 +320,44 @@ function validateLeaf(node: Record<string, unknown>, at: string, scope: Conditio
       message: `operator "${op.name}" needs an array (or a string, for a substring test) as value; json-rules-engine throws on anything else`,
     });
   }
+}
+
+/** Edit distance (insertions, deletions, substitutions), case-insensitive. */
+function distance(a: string, b: string): number {
+  const x = a.toLowerCase();
+  const y = b.toLowerCase();
+  let prev = Array.from({ length: y.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= x.length; i++) {
+    const cur = [i];
+    for (let j = 1; j <= y.length; j++)
+      cur[j] = Math.min(
+        (prev[j] as number) + 1,
+        (cur[j - 1] as number) + 1,
+        (prev[j - 1] as number) + (x[i - 1] === y[j - 1] ? 0 : 1),
+      );
+    prev = cur;
+  }
+  return prev[y.length] as number;
+}
+
+/**
+ * The operator (with the decorators given, kept as they are) nearest to a misspelt one, when one
+ * is near enough to be a likely typo: at most a third of its letters off.
+ */
+function nearestOperator(name: string): string | undefined {
+  const cut = name.lastIndexOf(':');
+  const prefix = name.slice(0, cut + 1);
+  const base = name.slice(cut + 1);
+  let best: string | undefined;
+  let bestD = Infinity;
+  for (const op of OPERATOR_NAMES) {
+    const d = distance(base, op);
+    if (d < bestD) {
+      bestD = d;
+      best = op;
+    }
+  }
+  return best !== undefined && bestD <= Math.max(1, Math.floor(best.length / 3))
+    ? `${prefix}${best}`
+    : undefined;
 }

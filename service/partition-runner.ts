@@ -1,5 +1,6 @@
 import {
   createPartition,
+  lateMessage,
   emptyRuleSet,
   processRecord,
   type PartitionState,
@@ -395,13 +396,7 @@ export class PartitionRunner {
         return this.d.alerts.publish(a);
       });
     for (const l of out.late)
-      steps.push(() =>
-        this.dead(
-          r,
-          'late',
-          `event time ${l.ts} is at or before the partition's watermark ${l.watermark}; raise VIGIL_OUT_OF_ORDER_MS if such delays are normal`,
-        ),
-      );
+      steps.push(() => this.dead(r, 'late', lateMessage(l.ts, l.watermark)));
     for (const i of out.invalid) steps.push(() => this.dead(r, i.reason, i.message));
     for (const e of out.errors)
       steps.push(() => {

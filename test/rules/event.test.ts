@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_LIMITS, parseEvent } from '../../rules/index.js';
+import {
+  DEFAULT_LIMITS,
+  emptyRuleSet,
+  lateMessage,
+  parseEvent,
+  validateControl,
+} from '../../rules/index.js';
 
 describe('parseEvent', () => {
   const parse = (data: unknown) => parseEvent(data, 42, DEFAULT_LIMITS);
@@ -27,5 +33,28 @@ describe('parseEvent', () => {
       ok: false,
       reason: 'too-large',
     });
+  });
+});
+
+describe('messages that say what to fix', () => {
+  it('a late event whose ts is in seconds is told so, instead of being told to wait longer', () => {
+    const now = 1_800_000_000_000;
+    expect(lateMessage(1_800_000_000, now)).toContain('looks like seconds');
+    expect(lateMessage(1_800_000_000, now)).toContain('send 1800000000000');
+    expect(lateMessage(now - 5000, now)).toContain('raise VIGIL_OUT_OF_ORDER_MS');
+    // A small ts far from a watermark in seconds' range is not taken for seconds.
+    expect(lateMessage(1000, now)).not.toContain('seconds');
+  });
+
+  it('an unknown operator comes with the nearest one, decorators kept', () => {
+    const problem = (operator: string) =>
+      validateControl(emptyRuleSet(), {
+        op: 'upsert-rule',
+        rule: { id: 'r', on: ['x'], when: { all: [{ fact: 'a', operator, value: 1 }] } },
+      })[0]?.message ?? '';
+    expect(problem('greaterThen')).toContain('did you mean greaterThan?');
+    expect(problem('not:someFact:equl')).toContain('did you mean not:someFact:equal?');
+    expect(problem('lessthan')).toContain('did you mean lessThan?');
+    expect(problem('frobnicate')).not.toContain('did you mean');
   });
 });
