@@ -271,7 +271,6 @@ export class PartitionRunner {
     message: string,
     ruleId?: string,
   ): Promise<void> | undefined {
-    this.d.metrics.dlq.inc({ reason });
     this.d.metrics.events.inc({ partition: this.p, outcome: reason });
     return this.d.deadLetters.publish({
       reason,
@@ -408,7 +407,6 @@ export class PartitionRunner {
           this.state.ruleSet.controlSeq,
           e.error.message,
         );
-        metrics.dlq.inc({ reason: 'rule-error' });
         // The event may have waited in the reorder buffer: it is not always the record just read.
         const data = r.seq === e.seq ? r.data : encoder.encode(JSON.stringify(e.event));
         return this.d.deadLetters.publish({

@@ -32,8 +32,10 @@ export class Publisher {
     subject: string,
     data: Uint8Array | string,
     opts: Partial<JetStreamPublishOptions>,
+    /** Called once the stream has stored it, not when its `Nats-Msg-Id` made it a duplicate. */
+    onStored?: () => void,
   ): Promise<void> | undefined {
-    const p = this.send(subject, data, opts).finally(() => this.inFlight.delete(p));
+    const p = this.send(subject, data, opts, onStored).finally(() => this.inFlight.delete(p));
     this.inFlight.add(p);
     return this.inFlight.size >= this.maxInFlight ? this.room() : undefined;
   }
@@ -78,11 +80,13 @@ export class Publisher {
     subject: string,
     data: Uint8Array | string,
     opts: Partial<JetStreamPublishOptions>,
+    onStored: (() => void) | undefined,
   ): Promise<void> {
     await this.nextTurn();
     for (let attempt = 0; ; attempt++) {
       try {
-        await this.js.publish(subject, data, opts);
+        const ack = await this.js.publish(subject, data, opts);
+        if (onStored !== undefined && !ack.duplicate) onStored();
         return;
       } catch (err) {
         if (this.closed) throw err;

@@ -51,8 +51,15 @@ function headerValue(s: string): string {
   return s.replace(/[\r\n]+/g, ' ').slice(0, 2000);
 }
 
-/** Dead letters to `vigil.dlq.<reason>`: the original payload, with the reason and source in headers. */
-export function natsDeadLetterSink(publisher: Publisher): DeadLetterSink {
+/**
+ * Dead letters to `vigil.dlq.<reason>`: the original payload, with the reason and source in
+ * headers. `onStored` hears of each one the stream stored: a dead letter every worker reports
+ * (a rejected control message) or one a replay reports again has one id, and is stored once.
+ */
+export function natsDeadLetterSink(
+  publisher: Publisher,
+  onStored: (reason: string) => void = () => {},
+): DeadLetterSink {
   return {
     publish(letter) {
       const h = headers();
@@ -64,10 +71,12 @@ export function natsDeadLetterSink(publisher: Publisher): DeadLetterSink {
         h.set('Vigil-Source-Seq', String(letter.source.seq));
       }
       if (letter.ruleId) h.set('Vigil-Rule', letter.ruleId);
-      return publisher.publish(dlqSubject(letter.reason), letter.data, {
-        msgID: letter.id,
-        headers: h,
-      });
+      return publisher.publish(
+        dlqSubject(letter.reason),
+        letter.data,
+        { msgID: letter.id, headers: h },
+        () => onStored(letter.reason),
+      );
     },
   };
 }

@@ -123,7 +123,7 @@ async function main(init: WorkerInit): Promise<void> {
     log('warn', `publish to ${subject} failed, retrying: ${(err as Error).message}`),
   );
   const alerts = natsAlertSink(publisher);
-  const deadLetters = natsDeadLetterSink(publisher);
+  const deadLetters = natsDeadLetterSink(publisher, (reason) => metrics.dlq.inc({ reason }));
 
   // Used by the message handler above only for partitions in `owned`, i.e. once set up.
   const markers = new MarkerWriter(js, jsm, log);
@@ -131,8 +131,8 @@ async function main(init: WorkerInit): Promise<void> {
   const onControl = async (e: ControlEvent): Promise<void> => {
     metrics.controlSeen.set({ worker: w }, e.seq);
     if (!e.outcome.ok) {
-      // Every worker reports the same rejection under the same id; DLQ dedupe keeps one.
-      metrics.dlq.inc({ reason: 'invalid-control' });
+      // Every worker reports the same rejection under the same id; DLQ dedupe keeps one, and
+      // vigil_dlq_total counts that one.
       await deadLetters.publish({
         reason: 'invalid-control',
         data: e.data,

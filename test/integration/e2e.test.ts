@@ -222,8 +222,17 @@ describe('the service end to end (real nats-server)', () => {
       10_000,
       'the quarantine',
     );
+    // Counted once each, as stored: both workers report the two rejected control messages.
+    const dlqCount = async (reason: string): Promise<number> =>
+      metricSum(await (await fetch(`${service.url}/metrics`)).text(), 'vigil_dlq_total', [
+        'reason',
+        reason,
+      ]);
+    await eventually(async () => (await dlqCount('invalid-control')) >= 2, 5000, 'the count');
+    await new Promise((r) => setTimeout(r, 500));
+    expect(await dlqCount('invalid-control')).toBe(2);
+    expect(await dlqCount('forged-marker')).toBe(1);
     const text = await (await fetch(`${service.url}/metrics`)).text();
-    expect(metricSum(text, 'vigil_dlq_total', ['reason', 'forged-marker'])).toBe(1);
     expect(metricSum(text, 'vigil_quarantines_total', ['rule', 'fragile'])).toBeGreaterThanOrEqual(
       1,
     );

@@ -170,7 +170,12 @@ describe('event time (real nats-server)', () => {
       .filter((d) => d.reason === 'reserved-key')
       .map((d) => d.subject.split('.')[1]);
     expect(subjects.sort()).toEqual(['_probe3', '_secret']);
-    expect(metricSum(await metrics(), 'vigil_dlq_total', ['reason', 'reserved-key'])).toBe(2);
+    // Counted as the stream acknowledges them.
+    await eventually(
+      async () => metricSum(await metrics(), 'vigil_dlq_total', ['reason', 'reserved-key']) === 2,
+      5000,
+      'two reserved-key dead letters counted',
+    );
   });
 
   it('tells a caught-up partition from one that is behind, asking the server', async () => {
