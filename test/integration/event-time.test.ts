@@ -1,3 +1,5 @@
+import { spawnSync } from 'node:child_process';
+import { resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Alert } from '../../rules/index.js';
 import { jetStreamPartitionSource, type RunningService } from '../../service/index.js';
@@ -154,6 +156,20 @@ describe('event time (real nats-server)', () => {
       await expect(
         servers.js.publish(subject, JSON.stringify({ type: 'pay' }), { timeout: 2000 }),
       ).rejects.toThrow();
+    // `npm run pub` says so in one line, with the subjects the streams hold.
+    const pub = spawnSync(
+      process.execPath,
+      ['--import', 'tsx', 'scripts/pub.ts', 'events.k1.16', '{"type":"pay"}'],
+      {
+        cwd: resolve(import.meta.dirname, '../..'),
+        env: { ...process.env, NATS_URL: servers.nats.url },
+        encoding: 'utf8',
+      },
+    );
+    expect(pub.status).toBe(1);
+    expect(pub.stderr.trim()).toMatch(
+      /^pub: events\.k1\.16 was not stored \(no stream stores this subject\); streams and their subjects: .*EVENTS: events\.\*\.0 events\.\*\.1 events\.\*\.2 events\.\*\.3/,
+    );
     const info = await servers.jsm.streams.info('EVENTS');
     expect(info.config.subjects).toEqual(['events.*.0', 'events.*.1', 'events.*.2', 'events.*.3']);
     // Keys starting with "_" are Vigil's: a producer's record under one is dead-lettered, also
