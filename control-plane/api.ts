@@ -98,7 +98,13 @@ export function createControlPlane(
       const l = new ControlLog(js, jsm, options.limits);
       await l.start();
       log = l;
-      writer = new ControlWriter(js, l, options.limits, options.applyTimeoutMs);
+      writer = new ControlWriter(
+        js,
+        l,
+        options.limits,
+        options.applyTimeoutMs,
+        nc.info?.max_payload ?? Infinity,
+      );
     },
     async stop() {
       backtests.cancelAll();

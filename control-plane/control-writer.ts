@@ -32,6 +32,8 @@ export class ControlWriter {
     private readonly log: ControlLog,
     private readonly limits: RuleLimits,
     private readonly timeoutMs: number,
+    /** The NATS server's `max_payload`: a larger message would be refused by the server itself. */
+    private readonly maxPayload: number = Infinity,
   ) {}
 
   /**
@@ -65,6 +67,13 @@ export class ControlWriter {
           ApiErrorCode.TooLarge,
           `${what} is ${data.byteLength} bytes as a control message, over the limit of ${this.limits.maxControlBytes}`,
           { details: { limit: this.limits.maxControlBytes, size: data.byteLength } },
+        );
+      // Headers travel in the same payload; a kilobyte is more than ours take.
+      if (data.byteLength + 1024 > this.maxPayload)
+        throw new ApiError(
+          ApiErrorCode.TooLarge,
+          `${what} is ${data.byteLength} bytes as a control message, more than the NATS server takes (its max_payload is ${this.maxPayload} bytes); raise max_payload in nats-server's configuration (config/nats.conf sets 9MB)`,
+          { details: { limit: this.maxPayload - 1024, size: data.byteLength } },
         );
       let seq: number;
       try {

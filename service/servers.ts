@@ -131,6 +131,9 @@ export function freePort(): Promise<number> {
   });
 }
 
+/** nats-server's `max_payload` in the configurations Vigil writes: room for an 8 MiB control message and its headers. */
+export const NATS_MAX_PAYLOAD = '9MB';
+
 /** Passwords of the four NATS users of a server with permissions (see {@link natsAccounts}). */
 export interface NatsUsers {
   /** The service and its REST API: everything in the account. */
@@ -232,12 +235,16 @@ export function natsConfig(opts: {
   storeDir: string;
   partitions: number;
   users?: NatsUsers;
+  /** `max_payload`; default {@link NATS_MAX_PAYLOAD}. */
+  maxPayload?: string;
 }): string {
   return [
     '# Vigil: nats-server with JetStream and the partition mapping of DESIGN §3.',
     'host: 127.0.0.1',
     `port: ${opts.port}`,
     `jetstream { store_dir: ${JSON.stringify(opts.storeDir)} }`,
+    // Control messages carry models of up to 8 MiB (maxControlBytes) plus headers.
+    `max_payload: ${opts.maxPayload ?? NATS_MAX_PAYLOAD}`,
     opts.users === undefined
       ? partitionMapping(opts.partitions)
       : natsAccounts(opts.partitions, opts.users).trimEnd(),
@@ -328,6 +335,8 @@ export async function startNats(opts: {
   executable?: string;
   /** Users and permissions (see {@link natsAccounts}); none: a server without users. */
   users?: NatsUsers;
+  /** `max_payload` (default {@link NATS_MAX_PAYLOAD}): a test may start a server with NATS's default. */
+  maxPayload?: string;
 }): Promise<ServerHandle> {
   mkdirSync(opts.dataDir, { recursive: true });
   const storeDir = join(opts.dataDir, 'jetstream');
@@ -341,6 +350,7 @@ export async function startNats(opts: {
       storeDir,
       partitions: opts.partitions,
       ...(opts.users === undefined ? {} : { users: opts.users }),
+      ...(opts.maxPayload === undefined ? {} : { maxPayload: opts.maxPayload }),
     }),
     { mode },
   );

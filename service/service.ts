@@ -99,6 +99,12 @@ export async function startService(
       );
       await verifyMapping(nc, options.partitions);
       await adoptPartitionSubjects(await jetstreamManager(nc), options.partitions);
+      const maxPayload = nc.info?.max_payload;
+      if (maxPayload !== undefined && maxPayload < options.limits.maxControlBytes + 1024)
+        log(
+          'warn',
+          `the NATS server's max_payload is ${maxPayload} bytes, less than a control message may be (limits.maxControlBytes ${options.limits.maxControlBytes} and its headers): larger models will be refused with 413; raise max_payload in nats-server's configuration (config/nats.conf sets 9MB) or lower limits.maxControlBytes`,
+        );
     } finally {
       await nc.close();
     }

@@ -34,9 +34,15 @@ export interface TestServers {
 export async function startTestServers(opts: {
   partitions: number;
   redis?: boolean;
+  /** nats-server's `max_payload`; default the one Vigil's configurations set. */
+  natsMaxPayload?: string;
 }): Promise<TestServers> {
   const dir = mkdtempSync(join(tmpdir(), 'vigil-test-'));
-  const nats = await startNats({ dataDir: join(dir, 'nats'), partitions: opts.partitions });
+  const nats = await startNats({
+    dataDir: join(dir, 'nats'),
+    partitions: opts.partitions,
+    ...(opts.natsMaxPayload === undefined ? {} : { maxPayload: opts.natsMaxPayload }),
+  });
   const redis = opts.redis ? await startRedis({ dataDir: join(dir, 'redis') }) : undefined;
   const nc = await connect({ servers: nats.url });
   return {
