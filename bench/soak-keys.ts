@@ -16,13 +16,9 @@ import {
   startTestServers,
   type TestServers,
 } from '../test/integration/servers.js';
+import { positiveArg } from './positive-arg.js';
 
-const arg = (name: string, fallback: number): number => {
-  const i = process.argv.indexOf(`--${name}`);
-  const v = i >= 0 ? Number(process.argv[i + 1]) : fallback;
-  if (!Number.isSafeInteger(v) || v < 1) throw new Error(`--${name} must be a positive integer`);
-  return v;
-};
+const arg = positiveArg;
 
 const keys = arg('keys', 2_000_000);
 const rate = arg('rate', 20_000);

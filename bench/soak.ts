@@ -8,13 +8,9 @@ import { ensureServersInstalled } from '../service/index.js';
 import { crashRun } from '../test/integration/crash-run.js';
 import type { ServiceProcess } from '../test/integration/service-process.js';
 import { startTestServers } from '../test/integration/servers.js';
+import { positiveArg } from './positive-arg.js';
 
-const arg = (name: string, fallback: number): number => {
-  const i = process.argv.indexOf(`--${name}`);
-  const v = i >= 0 ? Number(process.argv[i + 1]) : fallback;
-  if (!Number.isSafeInteger(v) || v < 1) throw new Error(`--${name} must be a positive integer`);
-  return v;
-};
+const arg = positiveArg;
 
 const trials = arg('trials', 20);
 const seed = arg('seed', Date.now() % 100_000);
