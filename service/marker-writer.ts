@@ -1,5 +1,6 @@
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import { markerPayload, markerSubject, Streams } from '../protocol/index.js';
+import { backoffMs } from './transient.js';
 
 /**
  * Writes the epoch markers of one worker. The owner of a partition writes a marker into it for
@@ -84,7 +85,7 @@ export class MarkerWriter {
           'warn',
           `marker ${seq} for partition ${p} not stored, retrying: ${(err as Error).message}`,
         );
-        await new Promise((r) => setTimeout(r, Math.min(2000, 100 * 2 ** attempt)));
+        await new Promise((r) => setTimeout(r, backoffMs(attempt, 100, 2000)));
       }
     }
   }

@@ -13,6 +13,7 @@ import type { EventSource, LogRecord } from './event-source.js';
 import { pullRefused, pullStatus } from './pull-status.js';
 import { RecordQueue } from './record-queue.js';
 import { partitionFilter, Streams } from '../protocol/index.js';
+import { backoffMs } from './transient.js';
 
 /**
  * Records asked for or waiting to be taken, at most (fewer if the server's `max_request_batch` is
@@ -335,7 +336,7 @@ export class PartitionConsumer implements EventSource {
           await this.make();
           return;
         } catch {
-          await this.pause(Math.min(RETRY_MAX_MS, RETRY_MIN_MS * 2 ** attempt));
+          await this.pause(backoffMs(attempt, RETRY_MIN_MS, RETRY_MAX_MS));
         }
       }
     })().then(() => this.madeAgain());

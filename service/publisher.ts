@@ -1,4 +1,5 @@
 import type { JetStreamClient, JetStreamPublishOptions } from '@nats-io/jetstream';
+import { backoffMs } from './transient.js';
 
 /**
  * Publishes to JetStream with up to `maxInFlight` unacknowledged messages, retrying a failed
@@ -91,7 +92,7 @@ export class Publisher {
       } catch (err) {
         if (this.closed) throw err;
         this.onRetry(subject, err);
-        await new Promise((r) => setTimeout(r, Math.min(2000, 50 * 2 ** attempt)));
+        await new Promise((r) => setTimeout(r, backoffMs(attempt, 50, 2000)));
       }
     }
   }

@@ -19,6 +19,11 @@ export function isTransient(err: unknown): boolean {
   return err.message === 'Connection is closed.' || err.name === 'MaxRetriesPerRequestError';
 }
 
+/** The wait before try `attempt` + 1 (from 0): `firstMs` doubled each time, capped at `maxMs`. */
+export function backoffMs(attempt: number, firstMs: number, maxMs: number): number {
+  return Math.min(maxMs, firstMs * 2 ** attempt);
+}
+
 /**
  * Runs `attempt` until it succeeds, waiting between tries (doubling from `firstDelayMs` up to
  * `maxDelayMs`) while its failures are {@link isTransient} and `abandoned()` is false. A failure
@@ -42,7 +47,7 @@ export async function retryTransient<T>(
     } catch (err) {
       if (o.abandoned()) return undefined;
       if (!isTransient(err)) throw err;
-      const delayMs = Math.min(max, first * 2 ** (n - 1));
+      const delayMs = backoffMs(n - 1, first, max);
       o.onRetry(err as Error, n, delayMs);
       await new Promise((r) => setTimeout(r, delayMs));
       if (o.abandoned()) return undefined;

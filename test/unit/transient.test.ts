@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { errors } from '@nats-io/transport-node';
 import { ServiceError } from '../../service/index.js';
-import { isTransient, retryTransient } from '../../service/transient.js';
+import { backoffMs, isTransient, retryTransient } from '../../service/transient.js';
 
 /** An attempt that fails with the given errors in turn, then returns `value`. */
 function failing<T>(errs: unknown[], value: T): { attempt: () => Promise<T>; calls: () => number } {
@@ -83,5 +83,13 @@ describe('retryTransient', () => {
       maxDelayMs: 4,
     });
     expect(delays).toEqual([1, 2, 4, 4, 4, 4]);
+  });
+});
+
+describe('backoffMs', () => {
+  it('doubles from the first wait and stops at the cap', () => {
+    expect([0, 1, 2, 3, 4, 5, 6].map((a) => backoffMs(a, 50, 2000))).toEqual([
+      50, 100, 200, 400, 800, 1600, 2000,
+    ]);
   });
 });
