@@ -36,7 +36,11 @@ export interface VigilOptions {
   readonly workerYoungGenerationMb: number;
   /** Bounded out-of-orderness of event time, in ms. Default 1000. */
   readonly outOfOrderMs: number;
-  /** An idle partition with pending timers gets a time tick this often (ms); 0: never. Default 1000. */
+  /**
+   * A partition that has read nothing for this long (ms), is caught up with its log and has
+   * something a tick would release (buffered events, timers, state due to expire) gets a tick;
+   * 0: never. Default 1000.
+   */
   readonly tickIntervalMs: number;
   /** Rule errors (per rule version, per worker) after which the rule is paused through `CONTROL`. Default 100. */
   readonly quarantineAfterErrors: number;
