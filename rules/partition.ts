@@ -98,6 +98,8 @@ export interface ProcessResult {
   readonly overflows: Overflow[];
   /** Ids of the rules whose `when` accepted the event (before any pattern), in rule order. */
   readonly matched: string[];
+  /** Ids of the rules of the event's type it did not meet because it lacks their `key` field (or holds no string or number there). */
+  readonly keyMissing: string[];
   /** Alerts held back by `alert.suppressFor`. */
   suppressed: number;
   /** The control sequence a marker brought into force. */
@@ -242,7 +244,7 @@ export function createPartition(ruleSet: RuleSet, options: PartitionOptions): Pa
  */
 const NONE: never[] = Object.freeze([]) as unknown as never[];
 
-type Lists = 'alerts' | 'late' | 'invalid' | 'errors' | 'overflows' | 'matched';
+type Lists = 'alerts' | 'late' | 'invalid' | 'errors' | 'overflows' | 'matched' | 'keyMissing';
 type MutableResult = { -readonly [K in keyof ProcessResult]: ProcessResult[K] };
 
 function newResult(): ProcessResult {
@@ -253,6 +255,7 @@ function newResult(): ProcessResult {
     errors: NONE,
     overflows: NONE,
     matched: NONE,
+    keyMissing: NONE,
     suppressed: 0,
     applied: undefined,
   };
@@ -551,7 +554,11 @@ function onEvent(
     if (skipped !== undefined && skipped[i] === 1) continue;
     const rule = rules[i] as CompiledRule;
     const key = keyOf(rule, event, rec.key);
-    if (key === undefined) continue;
+    if (key === undefined) {
+      // A rule whose key field the event lacks does not meet it: said, not silent.
+      add(out, 'keyMissing', rule.id);
+      continue;
+    }
     let v: number;
     try {
       v = ruleVerdict(rule, type, lc);

@@ -46,6 +46,12 @@ export class WorkerMetrics {
     labelNames: ['rule'],
     registers: [this.registry],
   });
+  readonly ruleKeyMissing = new Counter({
+    name: 'vigil_rule_key_missing_total',
+    help: "Events of a rule's type that did not meet it because they lack its key field (or hold no string or number there), by rule",
+    labelNames: ['rule'],
+    registers: [this.registry],
+  });
   readonly ruleErrors = new Counter({
     name: 'vigil_rule_errors_total',
     help: 'Events a rule failed on, by rule',

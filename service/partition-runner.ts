@@ -360,7 +360,9 @@ export class PartitionRunner {
     // Indexed loops: an empty list is the rules core's one frozen array, and `for…of` over a
     // frozen array allocates an iterator and its results: two lists per record came to ~4% of
     // what a worker allocated in bench:e2e (sampling heap profiler).
-    const { matched, overflows } = out;
+    const { matched, overflows, keyMissing } = out;
+    for (let i = 0; i < keyMissing.length; i++)
+      metrics.ruleKeyMissing.inc({ rule: keyMissing[i] as string });
     for (let i = 0; i < matched.length; i++) {
       const id = matched[i] as string;
       const c = this.matches.get(id);

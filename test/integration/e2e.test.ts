@@ -232,6 +232,17 @@ describe('the service end to end (real nats-server)', () => {
     await new Promise((r) => setTimeout(r, 500));
     expect(await dlqCount('invalid-control')).toBe(2);
     expect(await dlqCount('forged-marker')).toBe(1);
+    // The first payment above has no "card", the key of rule "big": counted, not silent.
+    await eventually(
+      async () =>
+        metricSum(
+          await (await fetch(`${service.url}/metrics`)).text(),
+          'vigil_rule_key_missing_total',
+          ['rule', 'big'],
+        ) >= 1,
+      5000,
+      'the missing key counted',
+    );
     const text = await (await fetch(`${service.url}/metrics`)).text();
     expect(metricSum(text, 'vigil_quarantines_total', ['rule', 'fragile'])).toBeGreaterThanOrEqual(
       1,

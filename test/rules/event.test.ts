@@ -1,6 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import {
+  applyControl,
+  createPartition,
   DEFAULT_LIMITS,
+  processRecord,
   emptyRuleSet,
   lateMessage,
   parseEvent,
@@ -56,5 +59,42 @@ describe('messages that say what to fix', () => {
     expect(problem('not:someFact:equl')).toContain('did you mean not:someFact:equal?');
     expect(problem('lessthan')).toContain('did you mean lessThan?');
     expect(problem('frobnicate')).not.toContain('did you mean');
+  });
+});
+
+describe('a rule keyed by a field the event lacks', () => {
+  it('is not met, and the result says which rule', () => {
+    const rs = applyControl(
+      emptyRuleSet(),
+      {
+        op: 'upsert-rule',
+        rule: {
+          id: 'by-card',
+          on: ['p'],
+          key: 'card',
+          when: { all: [{ fact: 'type', operator: 'equal', value: 'p' }] },
+        },
+      },
+      1,
+    ).ruleSet;
+    const st = createPartition(rs, { partition: 0 });
+    const r = processRecord(st, {
+      kind: 'event',
+      seq: 1,
+      key: 'k',
+      publishTs: 5,
+      data: '{"type":"p"}',
+    });
+    expect(r.keyMissing).toEqual(['by-card']);
+    expect(r.alerts).toEqual([]);
+    const ok = processRecord(st, {
+      kind: 'event',
+      seq: 2,
+      key: 'k',
+      publishTs: 6,
+      data: '{"type":"p","card":"c1"}',
+    });
+    expect(ok.keyMissing).toEqual([]);
+    expect(ok.alerts).toHaveLength(1);
   });
 });
