@@ -55,6 +55,7 @@ interface Slot {
   worker: Worker | undefined;
   ready: boolean;
   checkpointsOk: boolean;
+  natsConnected: boolean;
   restarts: number;
 }
 
@@ -76,6 +77,8 @@ export interface WorkerStatus {
   readonly started: PartitionStart[];
   readonly ready: boolean;
   readonly checkpointsOk: boolean;
+  /** Whether its NATS connection is up: while it is away, its partitions judge nothing. */
+  readonly natsConnected: boolean;
   readonly restarts: number;
 }
 
@@ -130,6 +133,7 @@ export class WorkerPool {
       worker: undefined,
       ready: false,
       checkpointsOk: true,
+      natsConnected: true,
       restarts: 0,
     }));
   }
@@ -163,6 +167,7 @@ export class WorkerPool {
       started: [...s.started.values()].sort((a, b) => a.partition - b.partition),
       ready: s.ready,
       checkpointsOk: s.checkpointsOk,
+      natsConnected: s.natsConnected,
       restarts: s.restarts,
     }));
   }
@@ -176,7 +181,10 @@ export class WorkerPool {
   get ready(): boolean {
     return (
       this.ownershipReady() &&
-      this.slots.every((s) => s.ready && s.checkpointsOk && s.started.size === s.partitions.size)
+      this.slots.every(
+        (s) =>
+          s.ready && s.checkpointsOk && s.natsConnected && s.started.size === s.partitions.size,
+      )
     );
   }
 
@@ -260,10 +268,12 @@ export class WorkerPool {
     s.worker = w;
     s.ready = false;
     s.checkpointsOk = true;
+    s.natsConnected = true;
     s.started.clear();
     w.on('message', (m: FromWorker) => {
       if (m.op === 'ready') s.ready = true;
       else if (m.op === 'checkpoints') s.checkpointsOk = m.ok;
+      else if (m.op === 'nats') s.natsConnected = m.connected;
       else if (m.op === 'partition-started') {
         const { partition, loadMs, restoreMs, consumerMs, keys } = m;
         const at = Date.now();

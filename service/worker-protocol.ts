@@ -56,6 +56,8 @@ export type FromWorker =
   | { readonly op: 'stopped' }
   /** Whether the worker's last checkpoints succeeded (readiness shows it). */
   | { readonly op: 'checkpoints'; readonly ok: boolean }
+  /** The worker's NATS connection went away or came back: it judges nothing meanwhile. */
+  | { readonly op: 'nats'; readonly connected: boolean }
   /** A partition restored and reading, with what its start took (ms). */
   | ({ readonly op: 'partition-started'; readonly partition: number } & PartitionStartTimings)
   /** A partition applied a marker: the control sequence now in force there. */

@@ -5,6 +5,7 @@ import { ControlFollower, type ControlEvent } from './control-follower.js';
 import { GC_REPORT_MS, watchGcPauses } from './gc-pauses.js';
 import { WorkerMetrics } from './metrics.js';
 import { natsConnection } from './config.js';
+import { watchConnection } from './connection-watch.js';
 import { PartitionRunner } from './partition-runner.js';
 import { RedisCheckpointStore } from './checkpoint-store.js';
 import {
@@ -116,6 +117,17 @@ async function main(init: WorkerInit): Promise<void> {
     name: `vigil-worker-${init.index}`,
     noAsyncTraces: true,
     maxReconnectAttempts: -1,
+  });
+  // Readiness means judging events now: a worker without NATS judges nothing. Each change is
+  // logged once, where the failures it causes (ticks, markers, pulls) would repeat.
+  const unwatchNats = watchConnection(nc, (e) => {
+    if (e === 'closed') return;
+    const connected = e === 'reconnect';
+    log(
+      connected ? 'info' : 'warn',
+      connected ? 'NATS reconnected' : 'NATS disconnected; judging nothing until it is back',
+    );
+    post({ op: 'nats', connected });
   });
   const js = jetstream(nc);
   const jsm = await jetstreamManager(nc);
@@ -389,6 +401,7 @@ async function main(init: WorkerInit): Promise<void> {
   async function stopAll(): Promise<void> {
     stopTicks();
     stopIdleGc();
+    unwatchNats();
     stopCheckpoints();
     if (seqsTimer) clearInterval(seqsTimer);
     metrics.ready.set({ worker: w }, 0);

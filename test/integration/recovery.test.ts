@@ -217,8 +217,23 @@ describe('exact recovery (G3): kill -9 at random moments, restart, same alerts a
       };
       await publish(300);
       await nats.stop();
+      // While the server is away nothing is judged, and readiness says so.
+      await eventually(
+        async () => (await fetch(`${service.url}/readyz`)).status === 503,
+        10_000,
+        '/readyz to report the lost NATS connection',
+      );
+      const away = (await (await fetch(`${service.url}/readyz`)).json()) as {
+        workers: { natsConnected: boolean }[];
+      };
+      expect(away.workers.some((w) => !w.natsConnected)).toBe(true);
       nats = await startNats({ dataDir: join(own.dir, 'nats'), partitions: P, port: nats.port });
       await publish(300);
+      await eventually(
+        async () => (await fetch(`${service.url}/readyz`)).status === 200,
+        30_000,
+        '/readyz to recover with the connection',
+      );
       await caughtUp(own, service, P, 60_000);
       await service.stop();
       const ids = (await readStream(own, 'ALERTS')).map(
