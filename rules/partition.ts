@@ -359,13 +359,15 @@ function saveState(st: PartitionState, rule: CompiledRule, key: string, ks: KeyS
     if (key === hitKey) hitStates = byLineage;
   }
   // Under one rule version a sliding window's end and a suppression time only grow: a state that
-  // was there already keeps the key's listing (at or before its earlier end) valid.
+  // was there already keeps the key's listing (at or before its earlier end) valid. A state that
+  // is not idle, keeps no suppression time and is not a sliding window (tumbling, sequence,
+  // absence) ends by its own timers.
   const pk = rule.pattern;
+  const endGrows = pk === undefined || (pk.kind === 'threshold' && !pk.tumbling);
   const end =
     !expiryOn() ||
-    (before !== undefined &&
-      byLineage.exp !== undefined &&
-      (pk === undefined || (pk.kind === 'threshold' && !pk.tumbling)))
+    (!endGrows && ks.sup === undefined) ||
+    (endGrows && before !== undefined && byLineage.exp !== undefined)
       ? Infinity
       : stateEnd(rule, ks.sup, ks.op);
   if (end !== Infinity && end !== -Infinity) {
