@@ -9,8 +9,10 @@ RUN npm ci --no-audit --no-fund
 COPY tsconfig.json ./
 COPY rules ./rules
 COPY protocol ./protocol
+COPY jetstream ./jetstream
 COPY service ./service
 COPY control-plane ./control-plane
+COPY app ./app
 COPY scripts ./scripts
 COPY config ./config
 # Type errors fail the build here rather than at start-up.
@@ -27,8 +29,10 @@ COPY --from=build /app/package.json /app/package-lock.json /app/tsconfig.json ./
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/rules ./rules
 COPY --from=build /app/protocol ./protocol
+COPY --from=build /app/jetstream ./jetstream
 COPY --from=build /app/service ./service
 COPY --from=build /app/control-plane ./control-plane
+COPY --from=build /app/app ./app
 COPY --from=build /app/scripts ./scripts
 COPY --from=build /app/config ./config
 COPY --from=build /app/dist ./dist

@@ -21,6 +21,32 @@ const ioModules = [
   'child_process',
 ];
 
+/** The code folders, lowest first: each may import only those below it, through their index. */
+const LAYERS = ['rules', 'protocol', 'jetstream', 'service', 'control-plane', 'app'];
+
+/**
+ * Import restrictions of one folder: the folders in `below` through their public index only
+ * (plus the files in `extra`), nothing of the others (folders above it, tools, benchmarks, tests).
+ */
+function layer(folder, below, extra = []) {
+  const others = [
+    ...LAYERS.filter((l) => l !== folder && !below.includes(l)),
+    'scripts',
+    'bench',
+    'test',
+  ];
+  return [
+    {
+      group: [...others.map((o) => `**/${o}/**`), ...extra.map((e) => `!**/${e}`)],
+      message: `${folder}/ may import only ${[...below, ...extra].join(', ')} (rules <- protocol <- jetstream <- service <- control-plane <- app).`,
+    },
+    ...below.map((b) => ({
+      group: [`**/${b}/*`, `!**/${b}/index.js`],
+      message: `Import ${b}/ through its public index.`,
+    })),
+  ];
+}
+
 export default tseslint.config(
   { ignores: ['node_modules/**', '.vigil/**', '.scratch/**', 'coverage/**', 'dist/**'] },
   js.configs.recommended,
@@ -79,69 +105,28 @@ export default tseslint.config(
               group: ioModules,
               message: 'protocol/ does no I/O: it describes the logs, service/ reads them.',
             },
-            {
-              group: ['**/service/**', '**/control-plane/**', '**/bench/**'],
-              message:
-                'protocol/ imports rules/ only (rules <- protocol <- service <- control-plane).',
-            },
-            {
-              group: ['**/rules/*', '!**/rules/index.js'],
-              message: 'Import rules/ through its public index.',
-            },
+            ...layer('protocol', ['rules']),
           ],
         },
       ],
     },
   },
-  {
-    files: ['service/**/*.ts'],
+  ...[
+    { folder: 'jetstream', below: ['rules', 'protocol'] },
+    { folder: 'service', below: ['rules', 'protocol', 'jetstream'] },
+    // The control plane sees the service through one interface only (service/status.ts).
+    {
+      folder: 'control-plane',
+      below: ['rules', 'protocol', 'jetstream'],
+      extra: ['service/status.js'],
+    },
+    { folder: 'app', below: ['rules', 'protocol', 'jetstream', 'service', 'control-plane'] },
+  ].map(({ folder, below, extra }) => ({
+    files: [`${folder}/**/*.ts`],
     rules: {
-      'no-restricted-imports': [
-        'error',
-        {
-          patterns: [
-            {
-              group: ['**/control-plane/**', '**/bench/**'],
-              message: 'Dependencies point one way: rules <- service <- control-plane.',
-            },
-            {
-              group: ['**/rules/*', '!**/rules/index.js'],
-              message: 'Import rules/ through its public index.',
-            },
-            {
-              group: ['**/protocol/*', '!**/protocol/index.js'],
-              message: 'Import protocol/ through its public index.',
-            },
-          ],
-        },
-      ],
+      'no-restricted-imports': ['error', { patterns: layer(folder, below, extra) }],
     },
-  },
-  {
-    files: ['control-plane/**/*.ts'],
-    rules: {
-      'no-restricted-imports': [
-        'error',
-        {
-          patterns: [
-            { group: ['**/bench/**'], message: 'control-plane/ does not import benchmarks.' },
-            {
-              group: ['**/rules/*', '!**/rules/index.js'],
-              message: 'Import rules/ through its public index.',
-            },
-            {
-              group: ['**/service/*', '!**/service/index.js'],
-              message: 'Import service/ through its public index.',
-            },
-            {
-              group: ['**/protocol/*', '!**/protocol/index.js'],
-              message: 'Import protocol/ through its public index.',
-            },
-          ],
-        },
-      ],
-    },
-  },
+  })),
   {
     // Tool configuration files are loaded by their tools through a default export.
     files: ['*.config.js', '*.config.ts', 'test/global-setup.ts'],

@@ -33,8 +33,8 @@ import {
   processRecord,
   restorePartitionParts,
 } from '../rules/index.js';
-import { RedisCheckpointStore } from '../service/checkpoint-store.js';
-import { ensureServersInstalled, startRedis } from '../service/index.js';
+import { RedisCheckpointStore } from '../service/checkpoint/checkpoint-store.js';
+import { ensureServersInstalled, startRedis } from '../scripts/local-servers.js';
 import { measureServiceRecovery } from './checkpoint-recovery.js';
 
 const argKeys = process.argv.indexOf('--keys');

@@ -15,15 +15,15 @@ import { connect, createInbox, type Msg, type NatsConnection } from '@nats-io/tr
 import { jetstream } from '@nats-io/jetstream';
 import { Redis } from 'ioredis';
 import type { Alert } from '../rules/index.js';
+import { DEFAULT_OPTIONS } from '../service/index.js';
 import {
-  DEFAULT_OPTIONS,
   ensureServersInstalled,
   startNats,
   startRedis,
   type ServerHandle,
-} from '../service/index.js';
+} from '../scripts/local-servers.js';
 import { CONTROL_SUBJECT, eventSubject, partitionOf } from '../protocol/index.js';
-import type { WorkerStatus } from '../service/worker-pool.js';
+import type { WorkerStatus } from '../service/index.js';
 
 const root = resolve(import.meta.dirname, '..');
 const PARTITIONS = DEFAULT_OPTIONS.partitions;

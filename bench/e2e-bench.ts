@@ -49,16 +49,18 @@ import {
   DEFAULT_OPTIONS,
   ensureStreams,
   resolveOptions,
-  ensureServersInstalled,
   GC_REPORT_MS,
-  startNats,
-  startRedis,
   verifyMapping,
   type Logger,
   type RunningService,
-  type ServerHandle,
   type VigilOptions,
 } from '../service/index.js';
+import {
+  ensureServersInstalled,
+  startNats,
+  startRedis,
+  type ServerHandle,
+} from '../scripts/local-servers.js';
 import { CONTROL_SUBJECT, eventSubject, partitionFilter, Streams } from '../protocol/index.js';
 
 /**

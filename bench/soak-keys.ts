@@ -8,7 +8,7 @@
  */
 import { createInbox, type Msg } from '@nats-io/transport-node';
 import { Redis } from 'ioredis';
-import { ensureServersInstalled } from '../service/index.js';
+import { ensureServersInstalled } from '../scripts/local-servers.js';
 import { ServiceProcess } from '../test/integration/service-process.js';
 import {
   eventually,

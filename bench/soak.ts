@@ -4,7 +4,7 @@
  * alerts in ALERTS are compared with a crash-free reference. The last line is one JSON object:
  * {"soak":"crash","trials":N,"alertsExpected":…,"lost":0,"duplicated":0}.
  */
-import { ensureServersInstalled } from '../service/index.js';
+import { ensureServersInstalled } from '../scripts/local-servers.js';
 import { crashRun } from '../test/integration/crash-run.js';
 import type { ServiceProcess } from '../test/integration/service-process.js';
 import { startTestServers } from '../test/integration/servers.js';

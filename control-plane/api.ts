@@ -6,7 +6,8 @@ import {
   type JetStreamClient,
   type JetStreamManager,
 } from '@nats-io/jetstream';
-import { natsConnection, type RouteHook, type WorkerPool } from '../service/index.js';
+import type { RouteHook, ServiceStatus } from '../service/status.js';
+import { natsConnection } from '../jetstream/index.js';
 import { allows, authMiddleware, TokenAuth, type Principal } from './auth.js';
 import { starting, type ApiContext } from './context.js';
 import { ControlLog } from './control-log.js';
@@ -41,7 +42,7 @@ export function createControlPlane(
   let jsm: JetStreamManager | undefined;
   let log: ControlLog | undefined;
   let writer: ControlWriter | undefined;
-  let pool: WorkerPool | undefined;
+  let pool: ServiceStatus | undefined;
   /** The value once started; 503 before. */
   const ready = <T>(v: T | undefined): T => {
     if (v === undefined) throw starting();

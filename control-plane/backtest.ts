@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { DeliverPolicy, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import { emptyRuleSet, type Alert, type RuleLimits, type RuleSet } from '../rules/index.js';
-import { storedAtMs } from '../service/index.js';
+import { storedAtMs } from '../protocol/index.js';
 import { foldVersions, MARKER_KEY, Streams } from '../protocol/index.js';
 import { Replay, type ReplayMessage } from './replay.js';
 

@@ -1,6 +1,6 @@
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import type { RuleSet } from '../rules/index.js';
-import type { WorkerPool } from '../service/index.js';
+import type { ServiceStatus } from '../service/status.js';
 import type { ChangeRecord, ControlLog } from './control-log.js';
 import type { ControlWriter } from './control-writer.js';
 import { ApiError, ApiErrorCode } from './errors.js';
@@ -16,7 +16,7 @@ export interface ApiContext {
   js(): JetStreamClient;
   jsm(): JetStreamManager;
   /** The service's worker pool, when the API runs inside the service (status, stats). */
-  pool(): WorkerPool | undefined;
+  pool(): ServiceStatus | undefined;
 }
 
 /** 503 while the control plane is starting. */

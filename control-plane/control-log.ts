@@ -10,7 +10,7 @@ import type {
   StateChange,
 } from '../rules/index.js';
 import { emptyRuleSet } from '../rules/index.js';
-import { ControlFollower, type ControlEvent } from '../service/index.js';
+import { ControlFollower, type ControlEvent } from '../jetstream/index.js';
 
 /** One message of `CONTROL`, as the audit log shows it. */
 export interface ChangeRecord {

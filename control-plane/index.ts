@@ -1,5 +1,6 @@
 /** Vigil's control plane: the REST API (and the `vigil` CLI's client) over the control topic. */
 export { createControlPlane, type ControlPlane } from './api.js';
+export { type ServiceSettings } from './options.js';
 export { allows, TokenAuth, type Principal } from './auth.js';
 export {
   ControlLog,
@@ -21,4 +22,3 @@ export {
   type ControlPlaneOptions,
   type Role,
 } from './options.js';
-export { startVigil, type RunningVigil } from './serve.js';

@@ -1,6 +1,5 @@
 import { readFileSync } from 'node:fs';
 import { ValidationError, type Problem, type RuleLimits } from '../rules/index.js';
-import type { VigilOptions } from '../service/index.js';
 
 /** Roles, each including the ones before it: `read` < `write` < `admin`. */
 export const ROLES = ['read', 'write', 'admin'] as const;
@@ -37,6 +36,17 @@ export interface ControlPlaneOptions {
   readonly maxModelBytes: number;
   /** How long a change may take from publish to being applied by the control plane's fold. Default 10 s. */
   readonly applyTimeoutMs: number;
+}
+
+/** The service's settings the control plane follows (its NATS server and user, limits, partitions). */
+export interface ServiceSettings {
+  readonly natsUrl: string;
+  readonly natsUser?: string;
+  readonly natsPassword?: string;
+  readonly limits: RuleLimits;
+  readonly partitions: number;
+  readonly outOfOrderMs: number;
+  readonly instanceId?: string;
 }
 
 /** Environment variables of the control plane. */
@@ -81,8 +91,7 @@ function checkTokens(raw: unknown[], where: string, problems: Problem[]): ApiTok
  * @throws ValidationError listing each problem.
  */
 export function resolveControlPlaneOptions(
-  service: Pick<VigilOptions, 'natsUrl' | 'limits' | 'partitions' | 'outOfOrderMs'> &
-    Partial<Pick<VigilOptions, 'instanceId' | 'natsUser' | 'natsPassword'>>,
+  service: ServiceSettings,
   overrides: Partial<ControlPlaneOptions> = {},
   env: NodeJS.ProcessEnv = process.env,
 ): ControlPlaneOptions {

@@ -6,6 +6,7 @@
  */
 export { foldControl, foldVersions } from './fold-control.js';
 export { partitionOf } from './partitioner.js';
+export { storedAtMs } from './stored-at.js';
 export { partitionRecord, type StoredMessage } from './partition-record.js';
 export {
   classifyRecord,

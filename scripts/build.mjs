@@ -8,7 +8,7 @@ import { readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { build } from 'esbuild';
 
-const FOLDERS = ['rules', 'protocol', 'service', 'control-plane', 'scripts'];
+const FOLDERS = ['rules', 'protocol', 'jetstream', 'service', 'control-plane', 'app', 'scripts'];
 
 /** The TypeScript files of a folder and its subfolders (tests live elsewhere). */
 function sources(dir) {
@@ -37,11 +37,19 @@ await build({
 // recovery), and a service process before it can start any: one file with its dependencies in it
 // loads in about half the time (a worker ~0.35 → ~0.15 s, the service's modules ~0.42 → ~0.22 s;
 // bench/README.md). The bundles replace the per-file worker.js, main.js and start.js; the pool
-// finds worker.js as ../service/worker.js from any of them.
-for (const entry of ['service/worker.ts', 'service/main.ts', 'scripts/start.ts'])
+// finds worker.js as ../service/worker.js from any of them, so the worker's bundle keeps that name
+// although its source is service/threads/worker.ts.
+const bundleName = (entry) =>
+  entry === 'service/threads/worker.ts' ? 'service/worker.js' : entry.replace(/\.ts$/, '.js');
+for (const entry of [
+  'service/threads/worker.ts',
+  'service/main.ts',
+  'app/main.ts',
+  'scripts/start.ts',
+])
   await build({
     entryPoints: [entry],
-    outfile: join('dist', entry.replace(/\.ts$/, '.js')),
+    outfile: join('dist', bundleName(entry)),
     bundle: true,
     format: 'esm',
     platform: 'node',

@@ -12,19 +12,18 @@ import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
+import { resolveOptions } from '../service/index.js';
 import {
   ensureServersInstalled,
-  followAlerts,
   freePort,
-  publishDemoRules,
-  resolveOptions,
-  startDemoProducer,
   startNats,
   startRedis,
   type NatsUsers,
   type ServerHandle,
-} from '../service/index.js';
-import { API_ENV, resolveControlPlaneOptions, startVigil } from '../control-plane/index.js';
+} from './local-servers.js';
+import { followAlerts, publishDemoRules, startDemoProducer } from './demo.js';
+import { API_ENV, resolveControlPlaneOptions } from '../control-plane/index.js';
+import { startVigil } from '../app/index.js';
 
 const noDemo = process.argv.includes('--no-demo');
 const natsAuth = process.argv.includes('--nats-auth');

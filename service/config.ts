@@ -143,17 +143,6 @@ const NUMERIC: Record<string, { min: number; max: number }> = {
   leaseRenewMs: { min: 50, max: 200_000 },
 };
 
-/** How to connect to NATS: the server, and the user when one is set. */
-export function natsConnection(o: Pick<VigilOptions, 'natsUrl' | 'natsUser' | 'natsPassword'>): {
-  servers: string;
-  user?: string;
-  pass?: string;
-} {
-  return o.natsUser === ''
-    ? { servers: o.natsUrl }
-    : { servers: o.natsUrl, user: o.natsUser, pass: o.natsPassword };
-}
-
 /** The lease settings, checked against each other and against the duplicate window. */
 function leaseProblems(merged: Record<string, unknown>): Problem[] {
   const problems: Problem[] = [];

@@ -1,11 +1,9 @@
 import type { Server } from 'node:http';
-import express, { type Application } from 'express';
+import express from 'express';
 import { collectDefaultMetrics, Registry } from 'prom-client';
-import type { ProcessMetrics } from './process-metrics.js';
-import type { WorkerPool } from './worker-pool.js';
-
-/** Mounts more routes on the service's HTTP server (the control plane's `/v1` API), before it listens. */
-export type RouteHook = (app: Application, pool: WorkerPool) => void;
+import type { ProcessMetrics } from './metrics/process-metrics.js';
+import type { WorkerPool } from './threads/worker-pool.js';
+import type { RouteHook } from './status.js';
 
 /** The HTTP side of the service: health, readiness and metrics, and whatever `routes` adds. */
 export async function startHttp(

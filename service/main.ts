@@ -4,7 +4,7 @@
  * starting the servers). Settings come from the environment and `VIGIL_CONFIG`.
  */
 import { resolveOptions } from './config.js';
-import { startService } from './service.js';
+import { startService } from './start-service.js';
 import { stopOnSignals } from './stop-on-signals.js';
 
 const options = resolveOptions();

@@ -1,4 +1,4 @@
-import { ensurePrometheusInstalled, ensureServersInstalled } from '../service/index.js';
+import { ensurePrometheusInstalled, ensureServersInstalled } from '../scripts/local-servers.js';
 
 /**
  * Runs once before the suite: the integration tests need real nats-server and redis-server

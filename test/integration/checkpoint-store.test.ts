@@ -4,8 +4,11 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CheckpointParts } from '../../rules/index.js';
-import { CheckpointFencedError, RedisCheckpointStore } from '../../service/checkpoint-store.js';
-import { startRedis, type ServerHandle } from '../../service/index.js';
+import {
+  CheckpointFencedError,
+  RedisCheckpointStore,
+} from '../../service/checkpoint/checkpoint-store.js';
+import { startRedis, type ServerHandle } from '../../scripts/local-servers.js';
 
 let dir: string;
 let redis: ServerHandle;

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { RunningVigil } from '../../control-plane/index.js';
+import type { RunningVigil } from '../../app/index.js';
 import type { Alert } from '../../rules/index.js';
 import { prng } from '../prng.js';
 import { alertsIn, apiClient, startTestVigil, testTokens } from './control-plane-client.js';

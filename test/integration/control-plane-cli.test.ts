@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { RunningVigil } from '../../control-plane/index.js';
+import type { RunningVigil } from '../../app/index.js';
 import { runCli } from '../../control-plane/cli.js';
 import { startTestVigil, testTokens } from './control-plane-client.js';
 import { activated, startTestServers, type TestServers } from './servers.js';

@@ -1,10 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import {
-  resolveControlPlaneOptions,
-  startVigil,
-  type ApiToken,
-  type RunningVigil,
-} from '../../control-plane/index.js';
+import { resolveControlPlaneOptions, type ApiToken } from '../../control-plane/index.js';
+import { startVigil, type RunningVigil } from '../../app/index.js';
 import type { Alert } from '../../rules/index.js';
 import { resolveOptions, type VigilOptions } from '../../service/index.js';
 import { readStream, type TestServers } from './servers.js';

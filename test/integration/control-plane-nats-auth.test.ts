@@ -5,7 +5,8 @@ import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { ensureStreams, findExecutable, freePort, verifyMapping } from '../../service/index.js';
+import { ensureStreams, verifyMapping } from '../../service/index.js';
+import { findExecutable, freePort } from '../../scripts/local-servers.js';
 import { partitionOf } from '../../protocol/index.js';
 import { eventually } from './servers.js';
 

@@ -4,8 +4,8 @@ import {
   OPENAPI,
   resolveControlPlaneOptions,
   SECURITY_HEADERS,
-  type RunningVigil,
 } from '../../control-plane/index.js';
+import type { RunningVigil } from '../../app/index.js';
 import { DEFAULT_LIMITS, type Alert } from '../../rules/index.js';
 import { alertsIn, apiClient, startTestVigil, testTokens } from './control-plane-client.js';
 import {

@@ -4,10 +4,13 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CheckpointParts } from '../../rules/index.js';
-import { fairShares, planMoves } from '../../service/assignment.js';
-import { CheckpointFencedError, RedisCheckpointStore } from '../../service/checkpoint-store.js';
-import { InstanceReplacedError, RedisLeaseStore } from '../../service/lease-store.js';
-import { startRedis, type ServerHandle } from '../../service/index.js';
+import { fairShares, planMoves } from '../../service/ownership/assignment.js';
+import {
+  CheckpointFencedError,
+  RedisCheckpointStore,
+} from '../../service/checkpoint/checkpoint-store.js';
+import { InstanceReplacedError, RedisLeaseStore } from '../../service/ownership/lease-store.js';
+import { startRedis, type ServerHandle } from '../../scripts/local-servers.js';
 
 let dir: string;
 let redis: ServerHandle;

@@ -3,7 +3,8 @@ import { spawn } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { findExecutable, resolveOptions, startNats, startService } from '../../service/index.js';
+import { resolveOptions, startService } from '../../service/index.js';
+import { findExecutable, startNats } from '../../scripts/local-servers.js';
 
 describe('servers the user runs (NATS_URL)', () => {
   it('refuses to start without the partition mapping, and shows the config line to add', async () => {

@@ -3,7 +3,7 @@ import { chmodSync, chownSync, cpSync, mkdirSync, mkdtempSync, rmSync } from 'no
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { findExecutable, freePort } from '../../service/index.js';
+import { findExecutable, freePort } from '../../scripts/local-servers.js';
 import { dockerStages, execForm, stageEnv } from '../dockerfile.js';
 import { startTestServers, type TestServers } from './servers.js';
 

@@ -8,8 +8,8 @@ import {
   RedisCheckpointStore,
   type CheckpointStore,
   type StoredCheckpoint,
-} from '../../service/checkpoint-store.js';
-import { CheckpointLoader, type LoadedCheckpoint } from '../../service/checkpointer.js';
+} from '../../service/checkpoint/checkpoint-store.js';
+import { CheckpointLoader, type LoadedCheckpoint } from '../../service/checkpoint/checkpointer.js';
 import { ensureStreams, jetStreamPartitionSource, type EventSource } from '../../service/index.js';
 import {
   eventSubject,
@@ -17,8 +17,8 @@ import {
   partitionOf,
   Streams,
 } from '../../protocol/index.js';
-import { openPartition, type RestoredPartition } from '../../service/partition-open.js';
-import type { PartitionConsumer } from '../../service/partition-consumer.js';
+import { openPartition, type RestoredPartition } from '../../service/ingest/partition-open.js';
+import type { PartitionConsumer } from '../../service/ingest/partition-consumer.js';
 import { startTestServers, type TestServers } from './servers.js';
 
 // openPartition creates a partition's consumer from the checkpoint's offset, read ahead of the

@@ -3,7 +3,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parse, stringify } from 'yaml';
 import { DASHBOARDS } from '../../dashboards/grafana/dashboards.js';
-import { ensurePrometheusInstalled, freePort } from '../../service/index.js';
+import { ensurePrometheusInstalled, freePort } from '../../scripts/local-servers.js';
 
 export const PROMETHEUS_DIR = resolve('dashboards/prometheus');
 export const PROMETHEUS_CONFIG = join(PROMETHEUS_DIR, 'prometheus.yml');

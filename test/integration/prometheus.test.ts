@@ -2,7 +2,8 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ALERTS_BY_RULE_EXPR, THROUGHPUT_EXPR } from '../../dashboards/grafana/dashboards.js';
-import { publishDemoRules, startDemoProducer, type RunningService } from '../../service/index.js';
+import { type RunningService } from '../../service/index.js';
+import { publishDemoRules, startDemoProducer } from '../../scripts/demo.js';
 import {
   exportedNames,
   metricNames,

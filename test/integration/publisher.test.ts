@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_OPTIONS, ensureStreams } from '../../service/index.js';
 import { Streams, alertSubject } from '../../protocol/index.js';
-import { Publisher } from '../../service/publisher.js';
+import { Publisher } from '../../service/output/publisher.js';
 import { startTestServers, type TestServers } from './servers.js';
 
 // The publisher holds publishes to the next turn of the event loop, so that the alerts of many

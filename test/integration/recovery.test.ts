@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Alert } from '../../rules/index.js';
 import { connect } from '@nats-io/transport-node';
 import { jetstream } from '@nats-io/jetstream';
-import { startNats, startRedis } from '../../service/index.js';
+import { startNats, startRedis } from '../../scripts/local-servers.js';
 import { prng } from '../prng.js';
 import { caughtUp, referenceAlertIds } from './reference.js';
 import { CRASH_RULES, crashRun } from './crash-run.js';

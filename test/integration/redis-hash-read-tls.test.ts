@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort } from '../../service/index.js';
+import { freePort } from '../../scripts/local-servers.js';
 
 // readHash over rediss:// against a real redis-server with TLS on, its certificate made here by
 // openssl. The process that reads trusts it the way a deployment would, through
@@ -101,7 +101,7 @@ afterAll(() => {
 /** readHash in a child process; resolves its printed result or error. */
 function readInChild(env: Record<string, string>): Promise<{ ok: boolean; value: unknown }> {
   const script = `
-    const { readHash } = await import('./service/redis-hash-read.ts');
+    const { readHash } = await import('./service/checkpoint/redis-hash-read.ts');
     try { console.log(JSON.stringify({ ok: true, value: await readHash(${JSON.stringify(url)}, ${JSON.stringify(key)}) })); }
     catch (e) { console.log(JSON.stringify({ ok: false, value: { message: e.message, retryable: e.retryable } })); }`;
   return new Promise((resolve, reject) => {

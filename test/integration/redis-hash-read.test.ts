@@ -4,8 +4,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ServiceError, startRedis, type ServerHandle } from '../../service/index.js';
-import { readHash } from '../../service/redis-hash-read.js';
+import { ServiceError } from '../../service/index.js';
+import { startRedis, type ServerHandle } from '../../scripts/local-servers.js';
+import { readHash } from '../../service/checkpoint/redis-hash-read.js';
 
 let dir: string;
 let redis: ServerHandle;

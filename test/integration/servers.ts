@@ -10,15 +10,13 @@ import {
 } from '@nats-io/jetstream';
 import {
   resolveOptions,
-  startNats,
-  startRedis,
   startService,
-  storedAtMs,
   type RunningService,
-  type ServerHandle,
   type Logger,
   type VigilOptions,
 } from '../../service/index.js';
+import { startNats, startRedis, type ServerHandle } from '../../scripts/local-servers.js';
+import { storedAtMs } from '../../protocol/index.js';
 
 /** Real servers for one test file: nats-server (and redis-server) on random ports, data in a temp folder. */
 export interface TestServers {

@@ -1,7 +1,8 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Alert } from '../../rules/index.js';
-import { startRedis, type RunningService, type ServerHandle } from '../../service/index.js';
+import { type RunningService } from '../../service/index.js';
+import { startRedis, type ServerHandle } from '../../scripts/local-servers.js';
 import {
   activated,
   drained,

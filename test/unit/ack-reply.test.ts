@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { parseAckReply, storedAtMs, type AckReplyInfo } from '../../service/index.js';
+import { parseAckReply, type AckReplyInfo } from '../../service/index.js';
+import { storedAtMs } from '../../protocol/index.js';
 
 const blank = (): AckReplyInfo => ({ streamSeq: -1, deliverySeq: -1, storedAt: -1, pending: -1 });
 

@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { describe, expect, it } from 'vitest';
-import { natsConfig, resolveOptions } from '../../service/index.js';
+import { resolveOptions } from '../../service/index.js';
+import { natsConfig } from '../../scripts/local-servers.js';
 import { partitionOf } from '../../protocol/index.js';
 
 describe('service options', () => {

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { natsAccounts, natsConfig } from '../../service/index.js';
+import { natsAccounts, natsConfig } from '../../scripts/local-servers.js';
 
 const example = readFileSync(
   resolve(import.meta.dirname, '../../control-plane/nats-auth.example.conf'),

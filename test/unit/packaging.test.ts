@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { findExecutable, freePort } from '../../service/index.js';
+import { findExecutable, freePort } from '../../scripts/local-servers.js';
 import { dockerStages, execForm } from '../dockerfile.js';
 
 /** No Docker engine runs here: these tests check what can be checked without one. */

@@ -1,7 +1,10 @@
 import { AggregatorRegistry, Counter, Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { ProcessMetrics, type ProcessMetricSources } from '../../service/process-metrics.js';
-import type { WorkerPool } from '../../service/worker-pool.js';
+import {
+  ProcessMetrics,
+  type ProcessMetricSources,
+} from '../../service/metrics/process-metrics.js';
+import type { WorkerPool } from '../../service/threads/worker-pool.js';
 
 /** What ProcessMetrics uses of a pool: its status, and merging registries (no workers here). */
 function fakePool(

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { AggregatorRegistry, Histogram, Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { RecordHistogram } from '../../service/record-histogram.js';
+import { RecordHistogram } from '../../service/metrics/record-histogram.js';
 
 const BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 // Values on and around the bounds, and past the last one.

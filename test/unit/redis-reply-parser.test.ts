@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { ReplyParser } from '../../service/redis-hash-read.js';
+import { ReplyParser } from '../../service/checkpoint/redis-hash-read.js';
 
 /** RESP2 as Redis writes it: status replies, then an array of bulk strings. */
 function reply(statuses: number, items: readonly string[]): Buffer {

@@ -1,6 +1,6 @@
 import { AggregatorRegistry, Counter, Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { capRuleLabels, OTHER_RULE_LABEL, RuleLabels } from '../../service/metrics.js';
+import { capRuleLabels, OTHER_RULE_LABEL, RuleLabels } from '../../service/metrics/metrics.js';
 
 /** Two workers' registries counting alerts of the given rules. */
 async function workers(

@@ -33,7 +33,7 @@ class FakeWorker extends EventEmitter {
   }
 }
 vi.mock('node:worker_threads', () => ({ Worker: FakeWorker }));
-const { WorkerPool } = await import('../../service/worker-pool.js');
+const { WorkerPool } = await import('../../service/threads/worker-pool.js');
 
 const tick = (): Promise<void> => new Promise((r) => setTimeout(r, 5));
 const options = { workers: 2, partitions: 4, workerYoungGenerationMb: 16 } as VigilOptions;

@@ -1,5 +1,5 @@
-import { ServiceError, ServiceErrorCode } from './errors.js';
-import { Streams } from '../protocol/index.js';
+import { ServiceError, ServiceErrorCode } from '../errors.js';
+import { Streams } from '../../protocol/index.js';
 
 /**
  * What a status message from JetStream on a pull consumer's inbox (a message without a reply

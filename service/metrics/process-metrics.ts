@@ -3,10 +3,11 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { Redis } from 'ioredis';
 import { AggregatorRegistry, Counter, Gauge, Registry } from 'prom-client';
 import { followAlertLatency } from './alert-latency.js';
-import { natsConnection, type VigilOptions } from './config.js';
+import { natsConnection } from '../../jetstream/index.js';
+import type { VigilOptions } from '../config.js';
 import { capRuleLabels, RuleLabels } from './metrics.js';
-import { Streams } from '../protocol/index.js';
-import type { WorkerPool } from './worker-pool.js';
+import { Streams } from '../../protocol/index.js';
+import type { WorkerPool } from '../threads/worker-pool.js';
 
 /** A scrape must not hang on a server that is away: each lookup gets this long. */
 const LOOKUP_TIMEOUT_MS = 2000;

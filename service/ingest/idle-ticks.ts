@@ -1,6 +1,6 @@
 import type { JetStreamClient } from '@nats-io/jetstream';
-import type { PartitionRunner } from './partition-runner.js';
-import { tickPayload, tickSubject } from '../protocol/index.js';
+import type { PartitionRunner } from '../threads/partition-runner.js';
+import { tickPayload, tickSubject } from '../../protocol/index.js';
 
 /**
  * Every `intervalMs`, publishes a tick into each partition that has read nothing for that long,

@@ -8,12 +8,12 @@ import {
 } from '@nats-io/jetstream';
 import { parseAckReply, type AckReplyInfo } from './ack-reply.js';
 import { watchConnection, type ConnectionEvent } from './connection-watch.js';
-import { ServiceError, ServiceErrorCode } from './errors.js';
+import { ServiceError, ServiceErrorCode } from '../errors.js';
 import type { EventSource, LogRecord } from './event-source.js';
 import { pullRefused, pullStatus } from './pull-status.js';
 import { RecordQueue } from './record-queue.js';
-import { partitionFilter, Streams } from '../protocol/index.js';
-import { backoffMs } from './transient.js';
+import { partitionFilter, Streams } from '../../protocol/index.js';
+import { backoffMs } from '../transient.js';
 
 /**
  * Records asked for or waiting to be taken, at most (fewer if the server's `max_request_batch` is

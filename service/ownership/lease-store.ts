@@ -1,5 +1,5 @@
 import { Redis } from 'ioredis';
-import { VigilError } from '../rules/index.js';
+import { VigilError } from '../../rules/index.js';
 
 /** Stable error codes of partition ownership. */
 export const LeaseErrorCode = {

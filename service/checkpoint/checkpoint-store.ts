@@ -1,7 +1,7 @@
 import { Redis } from 'ioredis';
-import type { CheckpointParts, RuleSetJSON } from '../rules/index.js';
-import { VigilError } from '../rules/index.js';
-import { leaseKeys } from './lease-store.js';
+import type { CheckpointParts, RuleSetJSON } from '../../rules/index.js';
+import { VigilError } from '../../rules/index.js';
+import { leaseKeys } from '../ownership/lease-store.js';
 import { readHash } from './redis-hash-read.js';
 
 /** What a store holds for one partition. */

@@ -6,12 +6,12 @@ import {
   type PartitionState,
   type ProcessResult,
   type RuleLimits,
-} from '../rules/index.js';
-import type { ControlFollower } from './control-follower.js';
-import type { EventSource, LogRecord } from './event-source.js';
-import type { WorkerMetrics } from './metrics.js';
-import { classifyRecord, Streams } from '../protocol/index.js';
-import type { AlertSink, DeadLetterSink } from './sinks.js';
+} from '../../rules/index.js';
+import type { ControlFollower } from '../../jetstream/index.js';
+import type { EventSource, LogRecord } from '../ingest/event-source.js';
+import type { WorkerMetrics } from '../metrics/metrics.js';
+import { classifyRecord, Streams } from '../../protocol/index.js';
+import type { AlertSink, DeadLetterSink } from '../output/sinks.js';
 
 export interface PartitionRunnerDeps {
   readonly partition: number;

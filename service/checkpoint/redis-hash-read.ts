@@ -1,6 +1,6 @@
 import { connect as netConnect, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
-import { ServiceError, ServiceErrorCode } from './errors.js';
+import { ServiceError, ServiceErrorCode } from '../errors.js';
 
 /**
  * Reads a whole Redis hash (`HGETALL`) over a connection of its own, parsing the reply in one

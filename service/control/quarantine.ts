@@ -1,6 +1,6 @@
 import type { JetStreamClient } from '@nats-io/jetstream';
-import type { WorkerMetrics } from './metrics.js';
-import { CONTROL_SUBJECT } from '../protocol/index.js';
+import type { WorkerMetrics } from '../metrics/metrics.js';
+import { CONTROL_SUBJECT } from '../../protocol/index.js';
 
 const encoder = new TextEncoder();
 

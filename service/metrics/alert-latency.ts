@@ -1,6 +1,6 @@
 import { DeliverPolicy, type ConsumerMessages, type JetStreamClient } from '@nats-io/jetstream';
 import { Histogram, type Registry } from 'prom-client';
-import { Streams } from '../protocol/index.js';
+import { Streams } from '../../protocol/index.js';
 
 const decoder = new TextDecoder();
 

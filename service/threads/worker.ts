@@ -1,28 +1,28 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { connect } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { ControlFollower, type ControlEvent } from './control-follower.js';
-import { GC_REPORT_MS, watchGcPauses } from './gc-pauses.js';
-import { WorkerMetrics } from './metrics.js';
-import { natsConnection } from './config.js';
-import { watchConnection } from './connection-watch.js';
+import { ControlFollower, type ControlEvent } from '../../jetstream/index.js';
+import { GC_REPORT_MS, watchGcPauses } from '../metrics/gc-pauses.js';
+import { WorkerMetrics } from '../metrics/metrics.js';
+import { natsConnection } from '../../jetstream/index.js';
+import { watchConnection } from '../ingest/connection-watch.js';
 import { PartitionRunner } from './partition-runner.js';
-import { RedisCheckpointStore } from './checkpoint-store.js';
+import { RedisCheckpointStore } from '../checkpoint/checkpoint-store.js';
 import {
   Checkpointer,
   CheckpointLoader,
   restoreLoaded,
   startCheckpointTurns,
   type LoadedCheckpoint,
-} from './checkpointer.js';
-import { retryTransient } from './transient.js';
-import { openPartition } from './partition-open.js';
-import { Publisher } from './publisher.js';
-import { natsAlertSink, natsDeadLetterSink } from './sinks.js';
-import { MarkerWriter } from './marker-writer.js';
-import { RuleQuarantine } from './quarantine.js';
-import { CONTROL_SUBJECT, Streams } from '../protocol/index.js';
-import { startIdleTicks } from './idle-ticks.js';
+} from '../checkpoint/checkpointer.js';
+import { retryTransient } from '../transient.js';
+import { openPartition } from '../ingest/partition-open.js';
+import { Publisher } from '../output/publisher.js';
+import { natsAlertSink, natsDeadLetterSink } from '../output/sinks.js';
+import { MarkerWriter } from '../control/marker-writer.js';
+import { RuleQuarantine } from '../control/quarantine.js';
+import { CONTROL_SUBJECT, Streams } from '../../protocol/index.js';
+import { startIdleTicks } from '../ingest/idle-ticks.js';
 import { startIdleGc } from './idle-gc.js';
 import type {
   FromWorker,

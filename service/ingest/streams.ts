@@ -6,7 +6,7 @@ import {
   type JetStreamManager,
   type StreamConfig,
 } from '@nats-io/jetstream';
-import { ServiceError, ServiceErrorCode } from './errors.js';
+import { ServiceError, ServiceErrorCode } from '../errors.js';
 import {
   CONTROL_SUBJECT,
   eventsSubjects,
@@ -17,7 +17,7 @@ import {
   PROBE_KEY,
   PROBE_PAYLOAD,
   Streams,
-} from '../protocol/index.js';
+} from '../../protocol/index.js';
 
 function streamConfigs(
   duplicateWindowMs: number,

@@ -1,7 +1,7 @@
 import { headers } from '@nats-io/transport-node';
-import type { Alert } from '../rules/index.js';
+import type { Alert } from '../../rules/index.js';
 import type { Publisher } from './publisher.js';
-import { alertSubject, dlqSubject } from '../protocol/index.js';
+import { alertSubject, dlqSubject } from '../../protocol/index.js';
 
 /**
  * Where alerts go. The production sink publishes to `ALERTS`, deduplicated by alert id.

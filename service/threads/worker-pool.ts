@@ -1,14 +1,15 @@
 import { Worker } from 'node:worker_threads';
 import { AggregatorRegistry, type Registry } from 'prom-client';
-import { ActivationLog } from './activation-log.js';
-import type { VigilOptions } from './config.js';
-import { GcPauseLog } from './gc-pauses.js';
-import type { FromWorker, PartitionStartTimings, ToWorker, WorkerInit } from './worker-protocol.js';
+import { ActivationLog } from '../control/activation-log.js';
+import type { VigilOptions } from '../config.js';
+import { GcPauseLog } from '../metrics/gc-pauses.js';
+import type { FromWorker, ToWorker, WorkerInit } from './worker-protocol.js';
+import type { PartitionStart, ServiceStatus, WorkerStatus } from '../status.js';
 
 /**
  * Where a worker thread starts. Compiled (dist/, what `npm start` runs) it is
- * dist/service/worker.js, found from any file one folder below dist/: this module's own, or a
- * bundle that holds it (dist/service/main.js, dist/scripts/start.js). From the TypeScript sources
+ * the bundle dist/service/worker.js, found from the bundle that holds this module (dist/service/main.js,
+ * dist/app/main.js, dist/scripts/start.js: each one folder below dist/). From the TypeScript sources
  * (tests, `--import tsx`) it is worker-entry.mjs, which registers the TypeScript loader in the
  * thread (the main thread's loader is not inherited), then loads worker.ts.
  */
@@ -59,29 +60,6 @@ interface Slot {
   restarts: number;
 }
 
-/** How a partition running on a worker started: when it began reading, and what its start took. */
-export interface PartitionStart extends PartitionStartTimings {
-  readonly partition: number;
-  /** When the worker reported it restored and reading (ms since the epoch). */
-  readonly at: number;
-}
-
-/** What `/readyz` shows of one worker. */
-export interface WorkerStatus {
-  readonly worker: number;
-  /** Partitions this worker runs or is starting (they are held by this process). */
-  readonly partitions: number[];
-  /** Those still restoring from their checkpoint. */
-  readonly starting: number[];
-  /** Those running: since when, and what their restore took (a precise signal for recovery time). */
-  readonly started: PartitionStart[];
-  readonly ready: boolean;
-  readonly checkpointsOk: boolean;
-  /** Whether its NATS connection is up: while it is away, its partitions judge nothing. */
-  readonly natsConnected: boolean;
-  readonly restarts: number;
-}
-
 /** A stop of a partition sent to a worker and not yet confirmed. */
 interface PendingStop {
   readonly slot: Slot;
@@ -95,7 +73,7 @@ interface PendingStop {
  * fewest. A worker that dies is restarted with its partitions (they restore from their
  * checkpoints). Metrics of all workers are merged into one exposition.
  */
-export class WorkerPool {
+export class WorkerPool implements ServiceStatus {
   private readonly slots: Slot[];
   private stopping = false;
   private streamsChecked = false;

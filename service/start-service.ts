@@ -1,13 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import { connect } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { natsConnection, type VigilOptions } from './config.js';
-import { startHttp, type RouteHook } from './http.js';
-import { startProcessMetrics } from './process-metrics.js';
-import { adoptPartitionSubjects, ensureStreams, verifyMapping } from './streams.js';
-import { WorkerPool, type Logger } from './worker-pool.js';
-import { LeaseCoordinator } from './lease-coordinator.js';
-import { RedisLeaseStore } from './lease-store.js';
+import { natsConnection } from '../jetstream/index.js';
+import type { VigilOptions } from './config.js';
+import { startHttp } from './http.js';
+import type { RouteHook } from './status.js';
+import { startProcessMetrics } from './metrics/process-metrics.js';
+import { adoptPartitionSubjects, ensureStreams, verifyMapping } from './ingest/streams.js';
+import { WorkerPool, type Logger } from './threads/worker-pool.js';
+import { LeaseCoordinator } from './ownership/lease-coordinator.js';
+import { RedisLeaseStore } from './ownership/lease-store.js';
 
 /** A running service. */
 export interface RunningService {

@@ -2,8 +2,9 @@
  * The messages between the main thread (worker-pool.ts) and a worker thread (worker.ts), and what
  * a worker is started with. Kept apart so the pool depends on the protocol, not on the thread's code.
  */
-import type { VigilOptions } from './config.js';
-import type { GcPause } from './gc-pauses.js';
+import type { PartitionStartTimings } from '../status.js';
+import type { VigilOptions } from '../config.js';
+import type { GcPause } from '../metrics/gc-pauses.js';
 
 /** A partition the main thread hands a worker, with the fencing token of its lease (0: no leases). */
 export interface PartitionGrant {
@@ -22,18 +23,6 @@ export interface WorkerInit {
    * says so, the worker loads and connects but does not follow `CONTROL`.
    */
   readonly streamsReady: boolean;
-}
-
-/** What starting a partition took on its worker, in ms (`/readyz` shows it). */
-export interface PartitionStartTimings {
-  /** Reading its checkpoint from Redis (0 without one). */
-  readonly loadMs: number;
-  /** Rebuilding its state from the checkpoint. */
-  readonly restoreMs: number;
-  /** Creating its consumer. */
-  readonly consumerMs: number;
-  /** Keys of keyed state restored. */
-  readonly keys: number;
 }
 
 /** Why a partition stopped on a worker: handed over, lease lost, or a checkpoint refused by the fence. */

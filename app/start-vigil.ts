@@ -5,10 +5,14 @@ import {
   type RunningService,
   type VigilOptions,
 } from '../service/index.js';
-import { createControlPlane, type ControlPlane } from './api.js';
-import { resolveControlPlaneOptions, type ControlPlaneOptions } from './options.js';
+import {
+  createControlPlane,
+  resolveControlPlaneOptions,
+  type ControlPlane,
+  type ControlPlaneOptions,
+} from '../control-plane/index.js';
 
-/** The service with its REST API: what `npm start` and `control-plane/main.ts` run. */
+/** The service with its REST API: what `npm start` and `app/main.ts` run. */
 export interface RunningVigil {
   readonly service: RunningService;
   readonly controlPlane: ControlPlane;

@@ -10,10 +10,10 @@ import {
   type PartitionState,
   type RuleLimits,
   type RuleSet,
-} from '../rules/index.js';
+} from '../../rules/index.js';
 import type { CheckpointStore, StoredCheckpoint } from './checkpoint-store.js';
 import { CheckpointFencedError } from './checkpoint-store.js';
-import type { WorkerMetrics } from './metrics.js';
+import type { WorkerMetrics } from '../metrics/metrics.js';
 
 export interface CheckpointerOptions {
   readonly partition: number;

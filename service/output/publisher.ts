@@ -1,5 +1,5 @@
 import type { JetStreamClient, JetStreamPublishOptions } from '@nats-io/jetstream';
-import { backoffMs } from './transient.js';
+import { backoffMs } from '../transient.js';
 
 /**
  * Publishes to JetStream with up to `maxInFlight` unacknowledged messages, retrying a failed

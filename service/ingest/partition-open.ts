@@ -1,9 +1,13 @@
 import type { JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import type { CheckpointLoader, LoadedCheckpoint, RestoreTimings } from './checkpointer.js';
+import type {
+  CheckpointLoader,
+  LoadedCheckpoint,
+  RestoreTimings,
+} from '../checkpoint/checkpointer.js';
 import type { EventSource } from './event-source.js';
 import { jetStreamPartitionSource } from './partition-consumer.js';
-import type { PartitionState } from '../rules/index.js';
+import type { PartitionState } from '../../rules/index.js';
 
 /** A partition's state as restored from its checkpoint, and the offset it covers. */
 export interface RestoredPartition {

@@ -3,7 +3,7 @@ import { chmodSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { partitionMapping } from '../protocol/index.js';
-import { ServiceError, ServiceErrorCode } from './errors.js';
+import { ServiceError, ServiceErrorCode } from '../service/index.js';
 
 /** A server process this module started. */
 export interface ServerHandle {
@@ -197,7 +197,7 @@ ${list(['vigil.control', ...consumerOf('CONTROL', false)], `${i}    `)}
           publish: {
             allow: ["events.*.*"]
             # The service's start-up probes publish to events._probe, events._probe1 …
-            # events._probe15 (service/streams.ts verifyMapping: always these 16 keys, whatever
+            # events._probe15 (service/ingest/streams.ts verifyMapping: always these 16 keys, whatever
             # the partition count). NATS's "*" matches a whole token only, so each is listed.
             deny: [
 ${i}    "events._vigil.*", "events._tick.*",

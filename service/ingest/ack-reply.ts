@@ -1,4 +1,4 @@
-import { storedAtMs } from './event-source.js';
+import { storedAtMs } from '../../protocol/index.js';
 
 /** What the reply subject of a JetStream message says about it. */
 export interface AckReplyInfo {

@@ -1,6 +1,6 @@
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
-import { markerPayload, markerSubject, Streams } from '../protocol/index.js';
-import { backoffMs } from './transient.js';
+import { markerPayload, markerSubject, Streams } from '../../protocol/index.js';
+import { backoffMs } from '../transient.js';
 
 /**
  * Writes the epoch markers of one worker. The owner of a partition writes a marker into it for
