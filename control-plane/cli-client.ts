@@ -1,5 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { ERROR_CODES, ErrorCode, VigilError } from '../rules/index.js';
 
 /** Exit codes of `vigil`: a script can tell what went wrong without reading the message. */
 export const EXIT = {
@@ -20,15 +21,34 @@ export const EXIT = {
 } as const;
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
 
-/** A failure that ends the command with an exit code and a message. */
-export class CliError extends Error {
+/** The code of a CLI failure without an API error behind it, by exit code. */
+const CODE_OF_EXIT: Readonly<Record<ExitCode, ErrorCode>> = {
+  0: ErrorCode.Internal,
+  1: ErrorCode.Validation,
+  2: ErrorCode.Usage,
+  3: ErrorCode.Unauthorized,
+  4: ErrorCode.NotFound,
+  5: ErrorCode.Conflict,
+  6: ErrorCode.Unavailable,
+  130: ErrorCode.Interrupted,
+};
+
+/**
+ * A failure that ends the command with an exit code and a message. Its `code` is the API's when
+ * the service answered with an error (`body.error.code`), else the one its exit code stands for.
+ */
+export class CliError extends VigilError {
   override name = 'CliError';
   constructor(
     readonly exitCode: ExitCode,
     message: string,
     readonly body?: unknown,
   ) {
-    super(message);
+    const apiCode = (body as { error?: { code?: unknown } } | undefined)?.error?.code;
+    const code = Object.hasOwn(ERROR_CODES, String(apiCode))
+      ? (apiCode as ErrorCode)
+      : CODE_OF_EXIT[exitCode];
+    super(code, message, { retryable: ERROR_CODES[code].retryable === true });
   }
 }
 

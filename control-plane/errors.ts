@@ -1,20 +1,23 @@
-import { VigilError, type Problem } from '../rules/index.js';
+import { ERROR_CODES, ErrorCode, VigilError, type Problem } from '../rules/index.js';
 
-/** Stable error codes of the control plane, each with the HTTP status it answers with. */
+/**
+ * Stable error codes of the control plane (from the one catalogue, `ERROR_CODES` in rules/), each
+ * with the HTTP status it answers with.
+ */
 export const ApiErrorCode = {
-  BadRequest: 'VIGIL_E_BAD_REQUEST',
-  Unauthorized: 'VIGIL_E_UNAUTHORIZED',
-  Forbidden: 'VIGIL_E_FORBIDDEN',
-  NotFound: 'VIGIL_E_NOT_FOUND',
-  Conflict: 'VIGIL_E_CONFLICT',
-  BacktestCancelled: 'VIGIL_E_BACKTEST_CANCELLED',
-  PreconditionFailed: 'VIGIL_E_PRECONDITION_FAILED',
-  TooLarge: 'VIGIL_E_TOO_LARGE',
-  UnsupportedMedia: 'VIGIL_E_UNSUPPORTED_MEDIA',
-  Validation: 'VIGIL_E_VALIDATION',
-  Unavailable: 'VIGIL_E_UNAVAILABLE',
-  Timeout: 'VIGIL_E_TIMEOUT',
-  Internal: 'VIGIL_E_INTERNAL',
+  BadRequest: ErrorCode.BadRequest,
+  Unauthorized: ErrorCode.Unauthorized,
+  Forbidden: ErrorCode.Forbidden,
+  NotFound: ErrorCode.NotFound,
+  Conflict: ErrorCode.Conflict,
+  BacktestCancelled: ErrorCode.BacktestCancelled,
+  PreconditionFailed: ErrorCode.PreconditionFailed,
+  TooLarge: ErrorCode.TooLarge,
+  UnsupportedMedia: ErrorCode.UnsupportedMedia,
+  Validation: ErrorCode.Validation,
+  Unavailable: ErrorCode.Unavailable,
+  Timeout: ErrorCode.Timeout,
+  Internal: ErrorCode.Internal,
 } as const;
 export type ApiErrorCode = (typeof ApiErrorCode)[keyof typeof ApiErrorCode];
 
@@ -54,8 +57,7 @@ export class ApiError extends VigilError {
     } = {},
   ) {
     super(code, message, {
-      retryable:
-        options.retryable ?? (code === 'VIGIL_E_UNAVAILABLE' || code === 'VIGIL_E_TIMEOUT'),
+      retryable: options.retryable ?? ERROR_CODES[code].retryable === true,
       cause: options.cause,
     });
     this.status = API_ERROR_STATUS[code];

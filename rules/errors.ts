@@ -3,6 +3,8 @@
  * retrying the same call can help (`retryable`): nothing in `rules/` does I/O, so none can.
  */
 
+import { ErrorCode } from './error-codes.js';
+
 /** A problem found by validation: where it is (a JSON pointer) and how to fix it. */
 export interface Problem {
   /** JSON pointer (RFC 6901) into the validated document, e.g. `/rule/when/all/0/operator`. */
@@ -11,24 +13,22 @@ export interface Problem {
   readonly message: string;
 }
 
-/** Stable error codes of the rules core. */
+/** Stable error codes of the rules core (from the one catalogue, `ERROR_CODES`). */
 export const RulesErrorCode = {
-  Validation: 'VIGIL_E_VALIDATION',
-  EventInvalid: 'VIGIL_E_EVENT_INVALID',
-  RuleEvaluation: 'VIGIL_E_RULE_EVALUATION',
-  Snapshot: 'VIGIL_E_SNAPSHOT',
-  State: 'VIGIL_E_STATE',
+  Validation: ErrorCode.Validation,
+  RuleEvaluation: ErrorCode.RuleEvaluation,
+  Snapshot: ErrorCode.Snapshot,
 } as const;
 export type RulesErrorCode = (typeof RulesErrorCode)[keyof typeof RulesErrorCode];
 
 /** Base class of every Vigil error. */
 export class VigilError extends Error {
   override name = 'VigilError';
-  readonly code: string;
+  readonly code: ErrorCode;
   readonly retryable: boolean;
 
   constructor(
-    code: string,
+    code: ErrorCode,
     message: string,
     options: { retryable?: boolean; cause?: unknown } = {},
   ) {

@@ -44,6 +44,7 @@ export {
   pointer,
   type Problem,
 } from './errors.js';
+export { ERROR_CODES, ErrorCode, type ErrorCodeInfo } from './error-codes.js';
 export {
   InvalidReason,
   lateMessage,

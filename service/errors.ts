@@ -1,15 +1,16 @@
-import { VigilError } from '../rules/index.js';
+import { ERROR_CODES, ErrorCode, VigilError } from '../rules/index.js';
 
-/** Stable error codes of the service. */
+/** Stable error codes of the service (from the one catalogue, `ERROR_CODES` in rules/). */
 export const ServiceErrorCode = {
-  Config: 'VIGIL_E_CONFIG',
-  ServersMissing: 'VIGIL_E_SERVERS_MISSING',
-  ServerStart: 'VIGIL_E_SERVER_START',
-  MappingMissing: 'VIGIL_E_MAPPING_MISSING',
-  StreamConfig: 'VIGIL_E_STREAM_CONFIG',
-  Nats: 'VIGIL_E_NATS',
-  Worker: 'VIGIL_E_WORKER',
-  Redis: 'VIGIL_E_REDIS',
+  Config: ErrorCode.Config,
+  ServersMissing: ErrorCode.ServersMissing,
+  ServerStart: ErrorCode.ServerStart,
+  MappingMissing: ErrorCode.MappingMissing,
+  StreamConfig: ErrorCode.StreamConfig,
+  Nats: ErrorCode.Nats,
+  Redis: ErrorCode.Redis,
+  CheckpointFenced: ErrorCode.CheckpointFenced,
+  LeaseReplaced: ErrorCode.LeaseReplaced,
 } as const;
 export type ServiceErrorCode = (typeof ServiceErrorCode)[keyof typeof ServiceErrorCode];
 
@@ -21,6 +22,9 @@ export class ServiceError extends VigilError {
     message: string,
     options: { retryable?: boolean; cause?: unknown } = {},
   ) {
-    super(code, message, options);
+    super(code, message, {
+      retryable: options.retryable ?? ERROR_CODES[code].retryable === true,
+      cause: options.cause,
+    });
   }
 }

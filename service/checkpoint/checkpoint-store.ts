@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
 import type { CheckpointParts, RuleSetJSON } from '../../rules/index.js';
-import { VigilError } from '../../rules/index.js';
+import { ErrorCode, VigilError } from '../../rules/index.js';
 import { leaseKeys } from '../ownership/lease-store.js';
 import { readHash } from './redis-hash-read.js';
 
@@ -45,7 +45,7 @@ export interface CheckpointStore {
 export class CheckpointFencedError extends VigilError {
   override name = 'CheckpointFencedError';
   constructor(message: string) {
-    super('VIGIL_E_CHECKPOINT_FENCED', message, { retryable: false });
+    super(ErrorCode.CheckpointFenced, message, { retryable: false });
   }
 }
 

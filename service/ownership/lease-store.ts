@@ -1,10 +1,5 @@
 import { Redis } from 'ioredis';
-import { VigilError } from '../../rules/index.js';
-
-/** Stable error codes of partition ownership. */
-export const LeaseErrorCode = {
-  Replaced: 'VIGIL_E_LEASE_REPLACED',
-} as const;
+import { ErrorCode, VigilError } from '../../rules/index.js';
 
 /**
  * This process's instance id was registered by a newer process (a restart of the same instance,
@@ -16,7 +11,7 @@ export class InstanceReplacedError extends VigilError {
 
   constructor(instanceId: string, options: { cause?: unknown } = {}) {
     super(
-      LeaseErrorCode.Replaced,
+      ErrorCode.LeaseReplaced,
       `instance id "${instanceId}" was taken over by a newer process; give each process its own VIGIL_INSTANCE_ID (or HTTP port)`,
       { retryable: false, ...options },
     );
