@@ -424,7 +424,7 @@ async function fill(
 /**
  * Readies one nats-server's log for draining: streams and mapping, the rules as one replace-all,
  * their markers at the head of every partition, then `EVENTS` filled with the run's events. A
- * change takes effect at its marker (DESIGN §4), and a service that was not running when the
+ * change takes effect at its marker, and a service that was not running when the
  * change was committed writes the marker when it starts, after whatever `EVENTS` holds by then:
  * events filled before that would be judged by the empty rule set, so a first service run writes
  * the markers first. Its time to ready is the service's start-up cost (threads, CONTROL

@@ -26,15 +26,30 @@ export interface ControlPlaneOptions {
   readonly outOfOrderMs: number;
   /** This process among those sharing the partitions (the service's `instanceId`), shown by status. */
   readonly instanceId: string;
-  /** Most `EVENTS` records one back-test reads. Default 1,000,000. */
+  /**
+   * Most `EVENTS` records one back-test reads.
+   * @default 1,000,000
+   */
   readonly maxBacktestRecords: number;
-  /** Bearer tokens. Default: none, and then every `/v1` request is refused with 401. */
+  /**
+   * Bearer tokens.
+   * @default none, and then every `/v1` request is refused with 401
+   */
   readonly tokens: readonly ApiToken[];
-  /** Largest request body, except for models. Default 1 MiB. */
+  /**
+   * Largest request body, except for models.
+   * @default 1 MiB
+   */
   readonly maxBodyBytes: number;
-  /** Largest body of `PUT /v1/models/:id`: the control-message limit (`limits.maxControlBytes`, 8 MiB by default). */
+  /**
+   * Largest body of `PUT /v1/models/:id`.
+   * @default the control-message limit, `limits.maxControlBytes` (8 MiB unless changed)
+   */
   readonly maxModelBytes: number;
-  /** How long a change may take from publish to being applied by the control plane's fold. Default 10 s. */
+  /**
+   * How long a change may take from publish to being applied by the control plane's fold.
+   * @default 10 s
+   */
   readonly applyTimeoutMs: number;
 }
 

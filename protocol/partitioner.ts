@@ -2,7 +2,7 @@ const encoder = new TextEncoder();
 
 /**
  * The partition of a key, computed as nats-server's `partition(P, 1)` mapping does: FNV-1a 32-bit
- * of the key's bytes, modulo P (DESIGN §3). Used to check that an event sits in its key's
+ * of the key's bytes, modulo P. Used to check that an event sits in its key's
  * partition (once per event), and by producers and tests that cannot use the server's mapping.
  */
 export function partitionOf(key: string, partitions: number): number {

@@ -1,4 +1,4 @@
-/** Subjects and stream names of DESIGN §3, in one place. */
+/** Subjects and stream names of Vigil's logs, in one place. */
 
 export const Streams = {
   events: 'EVENTS',

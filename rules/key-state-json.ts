@@ -248,10 +248,10 @@ export function encodeKeyStates(byLineage: LineageStates, index: LineageIndex): 
 
 /**
  * The pieces of the field {@link encodeKeyStates} is writing, joined once at the end, so that a
- * field is one flat string. Built with `+=`, a field of ~400 characters was a tree of ~100 cons
- * strings (~3 KB) until its checkpoint had been written, and the young generation's collections
- * that met a checkpoint copied them: fields and the command that carries them were a third of
- * what survived a collection in `bench:e2e`'s (c) (sampling heap profiler, bench/README.md).
+ * field is one flat string. Built with `+=`, a field was a tree of many cons
+ * strings until its checkpoint had been written, and the young generation's collections that met
+ * a checkpoint copied them: a large part of what survived a collection under load (the sampling
+ * heap profile is in bench/README.md).
  */
 const pieces: string[] = [];
 let np = 0;

@@ -1,18 +1,16 @@
 import type { StoredState } from './cep/host.js';
 
 /**
- * Lineages a key's states are kept for in one flat array; a key with more gets a Map. At 64, one
- * key in seven of a `bench:e2e` worker had a Map (tables of ~3.6 KB, a fifth of the worker's
- * heap); at 128, `bench:core --keys 20000 --events 200000` held 31 instead of 43 bytes per state
- * and read as fast or faster (bench/README.md).
+ * Lineages a key's states are kept for in one flat array; a key with more gets a Map. At 64, many
+ * keys of a `bench:e2e` worker had a Map, and their tables were a large part of the heap; at 128,
+ * `bench:core` held fewer bytes per state and read as fast or faster (figures in bench/README.md).
  */
 const MAX_FLAT = 128;
 
 /**
  * One key's states by lineage (`ruleId@epoch`), in insertion order, with the part of `Map`'s
- * interface the partition uses. A key holds from one lineage to a few dozen (36 on average in the
- * e2e benchmark's keys): as a `Map` that was a hash table of ~1.8 KB, 50 of a state's 60 bytes,
- * and the tables a new state grew were most of what a worker's young-generation collections
+ * interface the partition uses. A key holds from one lineage to a few dozen: as a `Map` that was a
+ * hash table most of whose bytes were the table's own, and the tables a new state grew were most of what a worker's young-generation collections
  * copied. Up to {@link MAX_FLAT} lineages it is one array `[sid, state, sid, state, …]` of its own
  * capacity (an array grown by `push` keeps 16 spare slots, more than a one-lineage key uses),
  * searched in order; past that, a `Map`, so that a key that meets hundreds of rules is not

@@ -1,5 +1,5 @@
 /**
- * The rule language: rules, models, control messages and alerts (DESIGN §1, §4, §6).
+ * The rule language: rules, models, control messages and alerts.
  * These are the JSON shapes users write; validation turns unknown input into them.
  */
 
@@ -113,7 +113,7 @@ export interface AlertSpec {
   readonly suppressFor?: string | number;
 }
 
-/** A rule as users write it (DESIGN §6). */
+/** A rule as users write it. */
 export interface Rule {
   readonly id: string;
   readonly description?: string;
@@ -164,7 +164,7 @@ export interface ChangeMeta {
   readonly requestId?: string;
 }
 
-/** A control message on `vigil.control` (DESIGN §4). */
+/** A control message on `vigil.control`. */
 export type ControlMessage =
   | { readonly op: 'upsert-rule'; readonly rule: Rule; readonly meta?: ChangeMeta }
   | { readonly op: 'delete-rule'; readonly id: string; readonly meta?: ChangeMeta }
@@ -208,7 +208,7 @@ export interface EventRef {
   readonly ts: number;
 }
 
-/** An alert, the same object wherever it is read (DESIGN §1). */
+/** An alert, the same object wherever it is read. */
 export interface Alert {
   readonly id: string;
   readonly ruleId: string;

@@ -4,76 +4,135 @@ import { resolveLimits, ValidationError, type Problem, type RuleLimits } from '.
 
 /** Every setting of the service, with its default. Environment variables map onto it (see {@link ENV}). */
 export interface VigilOptions {
-  /** NATS server URL. Default `nats://127.0.0.1:4222`. */
+  /**
+   * NATS server URL.
+   * @default `nats://127.0.0.1:4222`
+   */
   readonly natsUrl: string;
   /**
    * NATS user the service connects as, on a server with users and permissions (see
-   * `control-plane/nats-auth.example.conf`, user `vigil`). Default '' (no user).
+   * `control-plane/nats-auth.example.conf`, user `vigil`).
+   * @default '' (no user)
    */
   readonly natsUser: string;
-  /** That user's password. Default ''. */
+  /**
+   * That user's password.
+   * @default ''
+   */
   readonly natsPassword: string;
-  /** Redis URL (checkpoints; used from the checkpoint issue on). Default `redis://127.0.0.1:6379`. */
+  /**
+   * Redis URL (checkpoints and leases).
+   * @default `redis://127.0.0.1:6379`
+   */
   readonly redisUrl: string;
-  /** Interface of the HTTP server (health, metrics). Default `127.0.0.1`. */
+  /**
+   * Interface of the HTTP server (health, metrics).
+   * @default `127.0.0.1`
+   */
   readonly httpHost: string;
-  /** Port of the HTTP server; 0 picks a free one. Default 8080. */
+  /**
+   * Port of the HTTP server; 0 picks a free one.
+   * @default 8080
+   */
   readonly httpPort: number;
-  /** Partitions P of `EVENTS`: fixed for the life of the stream. Default 16. */
+  /**
+   * Partitions P of `EVENTS`: fixed for the life of the stream.
+   * @default 16
+   */
   readonly partitions: number;
-  /** Worker threads W of this process. Default: the number of cores. */
+  /**
+   * Worker threads W of this process.
+   * @default the number of cores
+   */
   readonly workers: number;
   /**
-   * Young generation of each worker thread's heap, in MB (V8's new space). Default 128. A worker
-   * keeps much of what it allocates for a while (reorder buffer, window entries, checkpoint
-   * text): with V8's default of 48 MB most of it was copied by several scavenges (a third of the
-   * rules core's time in `bench:core` once). Larger is not better: a scavenge, and a whole-heap
-   * collection's final pause, grow with what the young generation holds, and a worker judges no
-   * event and applies no marker meanwhile. In `bench:e2e` (four pairs of runs against 384 MB) the
-   * longest scavenge under load was 34-40 ms against 47-114 ms, and throughput was the same or
-   * better (bench/README.md).
+   * Young generation of each worker thread's heap, in MB (V8's new space). A worker keeps much
+   * of what it allocates for a while (reorder buffer, window entries, checkpoint text): with
+   * V8's default most of it was copied by several scavenges (a large part of the rules core's
+   * time in `bench:core`). Larger is not better: a scavenge, and a whole-heap collection's
+   * final pause, grow with what the young generation holds, and a worker judges no event and
+   * applies no marker meanwhile. Against a much larger young generation, `bench:e2e`'s longest
+   * scavenges under load were shorter and throughput the same or better (bench/README.md).
+   * @default 128
    */
   readonly workerYoungGenerationMb: number;
-  /** Bounded out-of-orderness of event time, in ms. Default 1000. */
+  /**
+   * Bounded out-of-orderness of event time, in ms.
+   * @default 1000
+   */
   readonly outOfOrderMs: number;
   /**
    * A partition that has read nothing for this long (ms), is caught up with its log and has
    * something a tick would release (buffered events, timers, state due to expire) gets a tick;
-   * 0: never. Default 1000.
+   * 0: never.
+   * @default 1000
    */
   readonly tickIntervalMs: number;
-  /** Rule errors (per rule version, per worker) after which the rule is paused through `CONTROL`. Default 100. */
+  /**
+   * Rule errors (per rule version, per worker) after which the rule is paused through
+   * `CONTROL`.
+   * @default 100
+   */
   readonly quarantineAfterErrors: number;
-  /** Duplicate window of `EVENTS`, `ALERTS` and `DLQ` (ms). Default 10 minutes. */
+  /**
+   * Duplicate window of `EVENTS`, `ALERTS` and `DLQ` (ms).
+   * @default 10 minutes
+   */
   readonly duplicateWindowMs: number;
-  /** Checkpoint interval per partition (ms); 0 turns checkpoints (and Redis) off. Default 1000. */
+  /**
+   * Checkpoint interval per partition (ms); 0 turns checkpoints (and Redis) off.
+   * @default 1000
+   */
   readonly checkpointIntervalMs: number;
-  /** Records a partition may process past its last checkpoint before it stops reading (Redis away). Default 100,000. */
+  /**
+   * Records a partition may process past its last checkpoint before it stops reading (Redis
+   * away).
+   * @default 100,000
+   */
   readonly maxUncheckpointedRecords: number;
   /**
-   * Every this many checkpoints a partition's keyed state is rewritten whole; 0: never. Default 0:
-   * checkpoints update one hash in place (no chain of deltas to compact), and a failed one hands its
-   * keys to the next, so a whole rewrite only costs a pause proportional to the state.
+   * Every this many checkpoints a partition's keyed state is rewritten whole; 0: never.
+   * Checkpoints update one hash in place (no chain of deltas to compact), and a failed one hands
+   * its keys to the next, so a whole rewrite only costs a pause proportional to the state.
+   * @default 0
    */
   readonly checkpointFullEvery: number;
-  /** Most alert and DLQ publishes awaiting their ack per partition before the partition waits. Default 1000. */
+  /**
+   * Most alert and DLQ publishes awaiting their ack per partition before the partition waits.
+   * @default 1000
+   */
   readonly maxInFlightPublishes: number;
-  /** Rules that get their own `rule` label in the metrics; the others are counted as `rule="_other"`. Default 100. */
+  /**
+   * Rules that get their own `rule` label in the metrics; the others are counted as
+   * `rule="_other"`.
+   * @default 100
+   */
   readonly metricsMaxRuleLabels: number;
   /**
    * Lifetime of a partition lease in Redis (ms): a process that dies loses its partitions this
-   * long after its last renewal, and another takes them over. Default 10 s.
+   * long after its last renewal, and another takes them over.
+   * @default 10 s
    */
   readonly leaseTtlMs: number;
-  /** How often leases and the membership heartbeat are renewed, and a rebalance step is tried (ms); at most a third of `leaseTtlMs`. Default 2 s. */
+  /**
+   * How often leases and the membership heartbeat are renewed, and a rebalance step is tried
+   * (ms); at most a third of `leaseTtlMs`.
+   * @default 2 s
+   */
   readonly leaseRenewMs: number;
   /**
    * Identity of this process among those sharing the partitions. A process restarted with the
    * same id takes its partitions back at once instead of waiting for its old leases to expire.
-   * Two live processes must not share one. Default `<hostname>:<httpPort>` (unique on a host
-   * while the port is fixed; set it when `httpPort` is 0 and several processes share a host).
+   * Two live processes must not share one. The default is unique on a host while the port is
+   * fixed: set it when `httpPort` is 0 and several processes share a host.
+   * @default `<hostname>:<httpPort>`
    */
   readonly instanceId: string;
+  /**
+   * Limits of rules, models, events and state (`RuleLimits`, rules/limits.ts), set in the
+   * `limits` object of the `VIGIL_CONFIG` file.
+   * @default `resolveLimits()`
+   */
   readonly limits: RuleLimits;
 }
 

@@ -48,9 +48,8 @@ export function storedState(sup: number | undefined, op: unknown): StoredState {
 
 /**
  * Whether a stored state is a {@link WrappedState}. Most are small windows, which are arrays:
- * `Array.isArray` answers for them before `instanceof` walks their prototypes. With `instanceof`
- * alone, checkpoint encoding (two of these per lineage of a key) took 17.4 µs per field in
- * `bench:core --checkpoint-every 2000` against 13.5 (bench/README.md).
+ * `Array.isArray` answers for them before `instanceof` walks their prototypes, which checkpoint
+ * encoding (two of these per lineage of a key) measurably felt (bench/README.md).
  */
 export function isWrapped(v: StoredState): v is WrappedState {
   return !Array.isArray(v) && v instanceof WrappedState;

@@ -1,8 +1,7 @@
 /**
  * Small sliding windows as shared, immutable values.
  *
- * Most (key, rule) windows of a partition hold one or two entries (in the e2e benchmark 93% held
- * one), and an event of a busy type meets dozens of threshold rules on its key: the rules of a type
+ * Most (key, rule) windows of a partition hold one or two entries (bench/README.md), and an event of a busy type meets dozens of threshold rules on its key: the rules of a type
  * that key alike and accept the same events hold equal windows. A mutable window per (key, rule)
  * was four or five objects for one timestamp, and copying and marking them was most of the
  * garbage collector's work. A window of a `count`, `sum` or `avg` rule with at most

@@ -104,7 +104,7 @@ export async function adoptPartitionSubjects(
 
 /**
  * Publishes probes to `events.<probe>` and checks that the server mapped each to the partition
- * Vigil computes (DESIGN §3). Without the mapping, partitioned consumers would see nothing; with
+ * Vigil computes. Without the mapping, partitioned consumers would see nothing; with
  * another partition count, keys would land in the wrong partitions. One probe can agree with a
  * wrong count by chance, so probing goes on until no other count (up to 1024) fits what was seen.
  */

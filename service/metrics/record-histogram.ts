@@ -13,8 +13,8 @@ interface HistogramValues {
  * A histogram without labels, observed once per record, that a prom-client `Registry` exposes and
  * merges like prom-client's own `Histogram` (same buckets, `le` labels, `_sum` and `_count`,
  * summed across worker threads). Why not prom-client's: its `observe` builds label objects and a
- * hash on every call, 1.6% of a worker's time in `bench:e2e`'s (b) at one call per record; this
- * one adds to a bucket count. A test holds its exposition to prom-client's for the same values.
+ * hash on every call, a visible share of a worker's time at one call per record (bench/README.md);
+ * this one adds to a bucket count. A test holds its exposition to prom-client's for the same values.
  */
 export class RecordHistogram {
   readonly type = 'histogram' as const;

@@ -8,7 +8,7 @@ import { backoffMs } from '../transient.js';
  *
  * Publishes go out together, once per turn of the event loop. The client writes to its socket in
  * a microtask after the first message it is given, so an alert published on its own was one
- * socket write: about 5% of a worker's time in `bench:e2e` (b), where 1% of events alert.
+ * socket write, a visible share of a worker's time under load (bench/README.md).
  * Held to the next turn, the alerts of every partition of the worker share one write.
  */
 export class Publisher {
