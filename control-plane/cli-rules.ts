@@ -16,7 +16,7 @@ export async function rules(s: ClientSettings, f: Flags, p: string[], io: CliIo)
   const sub = arg(
     p,
     1,
-    'rules command (apply, list, get, history, diff, rollback, delete, pause, resume)',
+    'rules command (apply, list, get, stats, history, diff, rollback, delete, pause, resume)',
   );
   const print = (body: unknown, human: () => string) =>
     io.out(f.json ? JSON.stringify(body, null, 2) : human());
@@ -74,6 +74,12 @@ export async function rules(s: ClientSettings, f: Flags, p: string[], io: CliIo)
         () =>
           `# version ${String(body.version)}, ${String(body.state)}\n${JSON.stringify(body.rule, null, 2)}`,
       );
+      return EXIT.ok;
+    }
+    case 'stats': {
+      const id = arg(p, 2, 'rule id');
+      const { body } = await call(s, 'GET', `/rules/${encodeURIComponent(id)}/stats`);
+      print(body, () => statsText(body));
       return EXIT.ok;
     }
     case 'history': {
@@ -226,4 +232,25 @@ export async function models(s: ClientSettings, f: Flags, p: string[], io: CliIo
     print(body, () => `model ${id} deleted`);
   } else throw new CliError(EXIT.usage, `unknown models command "${sub}"; see vigil --help`);
   return EXIT.ok;
+}
+
+/** `vigil rules stats <id>` for a person: counters of this process, a hint for each problem. */
+function statsText(b: Record<string, unknown>): string {
+  const n = (k: string): number => (typeof b[k] === 'number' ? b[k] : 0);
+  const lines = [
+    `rule ${String(b.id)} (counters of the service process since it started)`,
+    `  matches ${n('matches')}, alerts ${n('alerts')}, errors ${n('errors')}, quarantines ${n('quarantines')}, state overflows ${n('overflows')}`,
+    `  events of its types without its key field: ${n('keyMissing')}`,
+  ];
+  if (n('keyMissing') > 0)
+    lines.push(
+      `  ! ${n('keyMissing')} events lacked the key field: the rule judges none of them; check the field's name (vigil validate shows it on a sample)`,
+    );
+  const last = b.lastFired as Record<string, unknown> | null | undefined;
+  lines.push(
+    last
+      ? `  last alert ${String(last.alertId)} for key ${String(last.key)} at ${String(last.eventTime ?? last.publishedAt)} (version ${String(last.ruleVersion)})`
+      : '  no alert in ALERTS yet',
+  );
+  return lines.join('\n');
 }

@@ -133,6 +133,8 @@ export function mountOpsRoutes(router: Router, ctx: ApiContext): void {
         errors: sumMetric(metrics, 'vigil_rule_errors_total', labels),
         quarantines: sumMetric(metrics, 'vigil_quarantines_total', labels),
         overflows: sumMetric(metrics, 'vigil_state_overflow_total', labels),
+        // Events of its types that lack its key field: none of them meets the rule.
+        keyMissing: sumMetric(metrics, 'vigil_rule_key_missing_total', labels),
         lastFired:
           last === undefined
             ? null

@@ -1,6 +1,7 @@
 import type { Request, Response, Router } from 'express';
 import {
   applyControl,
+  keyCoverage,
   type CompiledRule,
   type ControlChange,
   type ControlMessage,
@@ -17,6 +18,7 @@ import {
   parseExpectedVersion,
   type ExpectedVersion,
 } from './http-support.js';
+import { recentEvents } from './event-sample.js';
 import { jsonDiff } from './json-diff.js';
 import { checkModelVersion } from './routes-models.js';
 
@@ -136,6 +138,20 @@ function versionCheck(
 }
 
 /** Rules: list, get, put, delete, pause, resume, history, diff, rollback, validate, changesets. */
+/** Records of `EVENTS` a validation samples for warnings (`?sample=`). */
+const DEFAULT_SAMPLE = 1000;
+const MAX_SAMPLE = 100_000;
+
+function sampleSize(q: unknown): number {
+  if (q === undefined) return DEFAULT_SAMPLE;
+  if (typeof q !== 'string' || !/^\d+$/.test(q) || Number(q) > MAX_SAMPLE)
+    throw new ApiError(
+      ApiErrorCode.BadRequest,
+      `sample must be an integer from 0 (no sample) to ${MAX_SAMPLE}, the records of EVENTS to check the rule against; default ${DEFAULT_SAMPLE}`,
+    );
+  return Number(q);
+}
+
 export function mountRuleRoutes(router: Router, ctx: ApiContext): void {
   router.get(
     '/rules',
@@ -152,7 +168,7 @@ export function mountRuleRoutes(router: Router, ctx: ApiContext): void {
   router.post(
     '/rules/validate',
     requireRole('read'),
-    handle((req, res) => {
+    handle(async (req, res) => {
       const body = req.body as Record<string, unknown> | undefined;
       if (typeof body !== 'object' || body === null || Array.isArray(body))
         throw invalid('the body', [
@@ -164,7 +180,23 @@ export function mountRuleRoutes(router: Router, ctx: ApiContext): void {
       const rs = ctx.log().ruleSet;
       const outcome = applyControl(rs, message, rs.controlSeq + 1, ctx.options.limits);
       if (!outcome.ok) throw invalid('the change', outcome.problems);
-      res.json({ valid: true, changes: outcome.changes });
+      const sample = sampleSize(req.query.sample);
+      const events =
+        sample === 0 ? [] : await recentEvents(ctx.js(), ctx.jsm(), ctx.options.partitions, sample);
+      const ids = [...new Set(outcome.changes.map((c) => c.ruleId))];
+      const warnings = keyCoverage(outcome.ruleSet, ids, events, ctx.options.limits)
+        .filter((c) => c.keyMissing > 0)
+        .map((c) => ({
+          ruleId: c.ruleId,
+          pointer: '/key',
+          message: `in the last ${events.length} events of EVENTS, ${c.keyMissing} of the ${c.ofItsTypes} of its types lack the key field "${c.keyField}" (or hold neither a string nor a number in it): the rule judges none of those; check the field's name, or key the rule by a field its events carry`,
+        }));
+      res.json({
+        valid: true,
+        changes: outcome.changes,
+        sample: { events: events.length },
+        warnings,
+      });
     }),
   );
 

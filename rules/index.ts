@@ -45,6 +45,7 @@ export {
   type Problem,
 } from './errors.js';
 export { ERROR_CODES, ErrorCode, type ErrorCodeInfo } from './error-codes.js';
+export { keyCoverage, type KeyCoverage } from './key-coverage.js';
 export {
   InvalidReason,
   lateMessage,

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningVigil } from '../../app/index.js';
 import { runCli } from '../../control-plane/cli.js';
 import { startTestVigil, testTokens } from './control-plane-client.js';
-import { activated, startTestServers, type TestServers } from './servers.js';
+import { activated, drained, startTestServers, type TestServers } from './servers.js';
 
 const P = 2;
 const tokens = testTokens();
@@ -164,6 +164,49 @@ describe('vigil CLI against a running service', () => {
     expect(st.code).toBe(0);
     expect(st.out).toMatch(/^ready: true/);
     expect(st.out).toMatch(/PARTITION\s+OWNER\s+CONTROL SEQ/);
+  });
+
+  it("warns at validate time when sampled events lack a rule's key field, and rules stats counts them", async () => {
+    const transfer = (i: number) =>
+      servers.js.publish(
+        `events.acct-${i}`,
+        JSON.stringify({ type: 'transfer', amount: 5, from: 'a' }),
+      );
+    for (let i = 0; i < 20; i++) await transfer(i);
+    const keyed = {
+      id: 'cli-keyed',
+      on: ['transfer'],
+      key: 'to',
+      when: { all: [{ fact: 'amount', operator: 'greaterThan', value: 0 }] },
+      alert: { title: 'to {{to}}' },
+    };
+    writeFileSync(join(dir, 'keyed.json'), JSON.stringify(keyed));
+    const v = await vigilCmd(['validate', '-f', 'keyed.json']);
+    // Valid, so exit 0, with the warning under the rule.
+    expect(v.code).toBe(0);
+    expect(v.out).toMatch(
+      /✓ cli-keyed\n {2}! in the last \d+ events of EVENTS, 20 of the 20 of its types lack the key field "to"/,
+    );
+    // A rule keyed by a field the events carry gets no warning; ?sample=0 reads nothing.
+    writeFileSync(
+      join(dir, 'keyed-ok.json'),
+      JSON.stringify({ ...keyed, id: 'cli-keyed-ok', key: 'from' }),
+    );
+    expect((await vigilCmd(['validate', '-f', 'keyed-ok.json'])).out).not.toMatch(/!/);
+
+    expect((await vigilCmd(['rules', 'apply', '-f', 'keyed.json'])).code).toBe(0);
+    const seq = (await servers.jsm.streams.info('CONTROL')).state.last_seq;
+    await activated(vigil.service, seq, P);
+    for (let i = 0; i < 5; i++) await transfer(100 + i);
+    await drained(servers, vigil.service);
+    const stats = await vigilCmd(['rules', 'stats', 'cli-keyed']);
+    expect(stats.code).toBe(0);
+    expect(stats.out).toMatch(/events of its types without its key field: 5/);
+    expect(stats.out).toMatch(/! 5 events lacked the key field/);
+    expect(
+      JSON.parse((await vigilCmd(['rules', 'stats', 'cli-keyed', '--json'])).out),
+    ).toMatchObject({ id: 'cli-keyed', keyMissing: 5, matches: 0 });
+    expect((await vigilCmd(['rules', 'delete', 'cli-keyed'])).code).toBe(0);
   });
 
   it('tails ALERTS filtered by rule and severity', async () => {
