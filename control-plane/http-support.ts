@@ -7,7 +7,7 @@ import express, {
 } from 'express';
 import type { ChangeMeta } from '../rules/index.js';
 import { principalOf } from './auth.js';
-import { ApiError, ApiErrorCode } from './errors.js';
+import { ApiError, ApiErrorCode, invalid } from './errors.js';
 
 /**
  * The headers helmet sets by default that make sense for a JSON API, set by hand (no dependency):
@@ -189,4 +189,33 @@ function clientStatus(e: unknown): number | undefined {
 
 function isBodyError(e: unknown): e is { type: string; limit?: number } {
   return typeof e === 'object' && e !== null && typeof (e as { type?: unknown }).type === 'string';
+}
+
+/**
+ * The body of a PUT of a rule or model: the thing itself, or `{<kind>, expectedVersion?,
+ * reason?}` (those two are read from the body elsewhere and are not part of the thing). Its `id`,
+ * when given, must be the URL's; the result carries the URL's.
+ */
+export function entityFromBody(
+  req: Request,
+  kind: 'rule' | 'model',
+  id: string,
+): Record<string, unknown> & { id: string } {
+  const body = req.body as Record<string, unknown> | undefined;
+  if (typeof body !== 'object' || body === null || Array.isArray(body))
+    throw invalid(`the ${kind}`, [{ pointer: '', message: `send the ${kind} as a JSON object` }]);
+  const raw = (Object.hasOwn(body, kind) ? body[kind] : body) as Record<string, unknown>;
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw))
+    throw invalid(`the ${kind}`, [
+      { pointer: `/${kind}`, message: `${kind} must be a JSON object` },
+    ]);
+  const { expectedVersion: _e, reason: _r, ...entity } = raw;
+  if (entity.id !== undefined && entity.id !== id)
+    throw invalid(`the ${kind}`, [
+      {
+        pointer: '/id',
+        message: `the ${kind}'s id "${String(entity.id)}" differs from the URL's "${id}"; make them equal`,
+      },
+    ]);
+  return { ...entity, id };
 }

@@ -3,8 +3,14 @@ import type { CompiledModel, Model } from '../rules/index.js';
 import { requireRole } from './auth.js';
 import { changeView, mustExist, type ApiContext } from './context.js';
 import type { ControlLog } from './control-log.js';
-import { ApiError, ApiErrorCode, invalid, notFound } from './errors.js';
-import { changeMeta, expectedVersion, handle, type ExpectedVersion } from './http-support.js';
+import { ApiError, ApiErrorCode, notFound } from './errors.js';
+import {
+  changeMeta,
+  entityFromBody,
+  expectedVersion,
+  handle,
+  type ExpectedVersion,
+} from './http-support.js';
 
 /** A model's version: the sequence of the last change that created or replaced it. */
 function modelVersion(log: ControlLog, id: string): number {
@@ -50,21 +56,7 @@ export function checkModelVersion(
 }
 
 function modelFromBody(req: Request, id: string): Model {
-  const body = req.body as Record<string, unknown> | undefined;
-  if (typeof body !== 'object' || body === null || Array.isArray(body))
-    throw invalid('the model', [{ pointer: '', message: 'send the model as a JSON object' }]);
-  const raw = (Object.hasOwn(body, 'model') ? body.model : body) as Record<string, unknown>;
-  if (typeof raw !== 'object' || raw === null || Array.isArray(raw))
-    throw invalid('the model', [{ pointer: '/model', message: 'model must be a JSON object' }]);
-  const { expectedVersion: _e, reason: _r, ...model } = raw;
-  if (model.id !== undefined && model.id !== id)
-    throw invalid('the model', [
-      {
-        pointer: '/id',
-        message: `the model's id "${String(model.id)}" differs from the URL's "${id}"`,
-      },
-    ]);
-  return { ...model, id } as unknown as Model;
+  return entityFromBody(req, 'model', id) as unknown as Model;
 }
 
 /**

@@ -13,6 +13,7 @@ import type { ControlLog, RuleRevision } from './control-log.js';
 import { ApiError, ApiErrorCode, invalid, notFound } from './errors.js';
 import {
   changeMeta,
+  entityFromBody,
   expectedVersion,
   handle,
   parseExpectedVersion,
@@ -65,21 +66,7 @@ function currentRule(ctx: ApiContext, id: string): CompiledRule {
 
 /** The body of a PUT: the rule itself, or `{rule, expectedVersion?, reason?}`. */
 function ruleFromBody(req: Request, id: string): Rule {
-  const body = req.body as Record<string, unknown> | undefined;
-  if (typeof body !== 'object' || body === null || Array.isArray(body))
-    throw invalid('the rule', [{ pointer: '', message: 'send the rule as a JSON object' }]);
-  const raw = (Object.hasOwn(body, 'rule') ? body.rule : body) as Record<string, unknown>;
-  if (typeof raw !== 'object' || raw === null || Array.isArray(raw))
-    throw invalid('the rule', [{ pointer: '/rule', message: 'rule must be a JSON object' }]);
-  const { expectedVersion: _e, reason: _r, ...rule } = raw;
-  if (rule.id !== undefined && rule.id !== id)
-    throw invalid('the rule', [
-      {
-        pointer: '/id',
-        message: `the rule's id "${String(rule.id)}" differs from the URL's "${id}"; make them equal`,
-      },
-    ]);
-  return { ...rule, id } as unknown as Rule;
+  return entityFromBody(req, 'rule', id) as unknown as Rule;
 }
 
 function respondRule(

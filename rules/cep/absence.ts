@@ -1,6 +1,12 @@
 import type { CompiledAbsence, CompiledRule } from '../compile-rule.js';
 import type { EventRef } from '../types.js';
-import { titleFields, type KeyState, type OperatorEvent, type OperatorHost } from './host.js';
+import {
+  opState,
+  titleFields,
+  type KeyState,
+  type OperatorEvent,
+  type OperatorHost,
+} from './host.js';
 
 /** A trigger waiting for its expected event: it fires at `deadline` unless one arrives before. */
 export interface Pending {
@@ -17,11 +23,8 @@ export interface AbsenceState {
   tm: number | undefined;
 }
 
-function state(ks: KeyState): AbsenceState {
-  if ((ks.op as AbsenceState | undefined)?.k !== 'a')
-    ks.op = { k: 'a', p: [], tm: undefined } satisfies AbsenceState;
-  return ks.op as AbsenceState;
-}
+const newState = (): AbsenceState => ({ k: 'a', p: [], tm: undefined });
+const state = (ks: KeyState): AbsenceState => opState(ks, 'a', newState);
 
 /** Keeps exactly one timer per key, at the first pending deadline. */
 function schedule(rule: CompiledRule, s: AbsenceState, key: string, host: OperatorHost): void {

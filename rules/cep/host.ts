@@ -11,6 +11,22 @@ export interface KeyState {
 }
 
 /**
+ * The operator state of kind `k` a key holds, or a new one from `make` (which replaces whatever
+ * else it held). `make` should be a module-level function, so that a call allocates nothing.
+ */
+export function opState<S extends { readonly k: string }>(
+  ks: KeyState,
+  k: S['k'],
+  make: () => S,
+): S {
+  const s = ks.op as S | undefined;
+  if (s?.k === k) return s;
+  const made = make();
+  ks.op = made;
+  return made;
+}
+
+/**
  * A key state with both fields in place from the start: V8 gives an empty literal room for four
  * properties (40 bytes instead of 56).
  */

@@ -1,7 +1,13 @@
 import { evalContext } from '../compile-condition.js';
 import type { CompiledRule, CompiledSequence, CompiledStep } from '../compile-rule.js';
 import type { EventRef } from '../types.js';
-import { titleFields, type KeyState, type OperatorEvent, type OperatorHost } from './host.js';
+import {
+  opState,
+  titleFields,
+  type KeyState,
+  type OperatorEvent,
+  type OperatorHost,
+} from './host.js';
 
 /**
  * A partial match: it has matched `c` events of step `i` (and every step before it). `kept`
@@ -43,11 +49,8 @@ export interface SequenceState {
   gc: number | undefined;
 }
 
-function state(ks: KeyState): SequenceState {
-  if ((ks.op as SequenceState | undefined)?.k !== 'q')
-    ks.op = { k: 'q', pm: [], gc: undefined } satisfies SequenceState;
-  return ks.op as SequenceState;
-}
+const newState = (): SequenceState => ({ k: 'q', pm: [], gc: undefined });
+const state = (ks: KeyState): SequenceState => opState(ks, 'q', newState);
 
 function stepMatches(
   rule: CompiledRule,
