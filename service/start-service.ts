@@ -8,6 +8,7 @@ import type { RouteHook } from './status.js';
 import { startProcessMetrics } from './metrics/process-metrics.js';
 import { adoptPartitionSubjects, ensureStreams, verifyMapping } from './ingest/streams.js';
 import { WorkerPool, type Logger } from './threads/worker-pool.js';
+import { HeldLeases } from './ownership/held-leases.js';
 import { LeaseCoordinator } from './ownership/lease-coordinator.js';
 import { RedisLeaseStore } from './ownership/lease-store.js';
 
@@ -33,20 +34,19 @@ export interface ServiceHooks {
   readonly routes?: RouteHook;
 }
 
+/** This process's partition leases before they are taken: the store, and the table of held leases. */
+interface Leases {
+  readonly store: RedisLeaseStore;
+  readonly held: HeldLeases;
+  readonly incarnation: string;
+}
+
 /**
- * Gives the worker threads partitions: with checkpoints on, those this process
- * wins leases for in Redis (shared with the other processes, balanced, moving at run time);
- * with checkpoints off there is no Redis, and one process runs every partition.
+ * With checkpoints on, the lease store and the table of held leases, made before the worker pool
+ * and the lease coordinator, which both use the table; undefined with checkpoints off (no Redis).
  */
-function startOwnership(
-  pool: WorkerPool,
-  options: VigilOptions,
-  log: Logger,
-): LeaseCoordinator | undefined {
-  if (options.checkpointIntervalMs === 0) {
-    for (let p = 0; p < options.partitions; p++) pool.startPartition(p, 0);
-    return undefined;
-  }
+function openLeases(options: VigilOptions, log: Logger): Leases | undefined {
+  if (options.checkpointIntervalMs === 0) return undefined;
   const incarnation = `${Date.now().toString(36)}-${randomUUID().slice(0, 8)}`;
   const store = new RedisLeaseStore(
     options.redisUrl,
@@ -54,8 +54,28 @@ function startOwnership(
     incarnation,
     options.leaseTtlMs,
   );
+  return { store, held: new HeldLeases(store, log), incarnation };
+}
+
+/**
+ * Gives the worker threads partitions: with checkpoints on, those this process
+ * wins leases for in Redis (shared with the other processes, balanced, moving at run time);
+ * with checkpoints off there is no Redis, and one process runs every partition.
+ */
+function startOwnership(
+  pool: WorkerPool,
+  leases: Leases | undefined,
+  options: VigilOptions,
+  log: Logger,
+): LeaseCoordinator | undefined {
+  if (leases === undefined) {
+    for (let p = 0; p < options.partitions; p++) pool.startPartition(p, 0);
+    return undefined;
+  }
+  const { store, held, incarnation } = leases;
   const ownership = new LeaseCoordinator(
     store,
+    held,
     {
       start: (p, token) => pool.startPartition(p, token),
       stop: (p, reason) => pool.stopPartition(p, reason),
@@ -67,9 +87,6 @@ function startOwnership(
       log,
     },
   );
-  pool.onFenced = (p) => ownership.fenced(p);
-  pool.reissue = (p, token) => ownership.reissue(p, token);
-  pool.ownershipReady = () => ownership.ready;
   log(
     'info',
     `instance ${options.instanceId} (incarnation ${incarnation}) joins the partition leases`,
@@ -89,7 +106,8 @@ export async function startService(
 ): Promise<RunningService> {
   // The threads start first: loading their modules takes a while (it counts in recovery after a
   // crash), and they wait for the streams checked here before they follow CONTROL.
-  const pool = new WorkerPool(options, log);
+  const leases = openLeases(options, log);
+  const pool = new WorkerPool(options, log, leases?.held);
   pool.start();
   try {
     const nc = await connect({ ...natsConnection(options), name: 'vigil-setup' });
@@ -112,10 +130,11 @@ export async function startService(
     }
   } catch (e) {
     await pool.abort();
+    await leases?.store.close();
     throw e;
   }
   pool.streamsReady();
-  const ownership = startOwnership(pool, options, log);
+  const ownership = startOwnership(pool, leases, options, log);
   const processMetrics = await startProcessMetrics(pool, options);
   const http = await startHttp(
     pool,

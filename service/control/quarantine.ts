@@ -17,7 +17,8 @@ export class RuleQuarantine {
   private readonly sent = new Set<string>();
 
   constructor(
-    private readonly js: JetStreamClient,
+    /** Only publishing is used: a unit test hands a recorder. */
+    private readonly js: Pick<JetStreamClient, 'publish'>,
     private readonly after: number,
     private readonly metrics: WorkerMetrics,
     private readonly log: (level: 'warn' | 'error', message: string) => void,

@@ -1,5 +1,6 @@
 import { planMoves } from './assignment.js';
-import { InstanceReplacedError, type RedisLeaseStore } from './lease-store.js';
+import type { HeldLease, HeldLeases } from './held-leases.js';
+import { InstanceReplacedError, type LeaseStore } from './lease-store.js';
 
 /** Why a partition stops on this process. */
 export type StopReason = 'released' | 'lost';
@@ -22,12 +23,6 @@ export interface LeaseCoordinatorOptions {
   readonly log: (level: 'info' | 'warn' | 'error', message: string) => void;
 }
 
-interface Held {
-  readonly token: number;
-  /** When the last successful acquire or renew was sent: Redis keeps the lease until at least this + TTL. */
-  renewedAt: number;
-}
-
 /**
  * Holds this process's partition leases and moves partitions towards a balanced assignment.
  *
@@ -38,30 +33,32 @@ interface Held {
  * {@link planMoves}: release its surplus (after a final checkpoint) or take free partitions.
  */
 export class LeaseCoordinator {
-  private readonly held = new Map<number, Held>();
   private members: string[] = [];
   private timer: NodeJS.Timeout | undefined;
   private renewing: Promise<void> | undefined;
   private rebalancing: Promise<void> | undefined;
   private stopping = false;
-  private firstRound = false;
-  private replacedBy: InstanceReplacedError | undefined;
   private lastWarning = 0;
 
+  /**
+   * @param held the leases of this process, shared with the host (which reports fenced
+   *   partitions and asks new tokens through it)
+   */
   constructor(
-    private readonly store: RedisLeaseStore,
+    private readonly store: LeaseStore,
+    private readonly held: HeldLeases,
     private readonly host: PartitionHost,
     private readonly o: LeaseCoordinatorOptions,
   ) {}
 
   /** True once the first rebalance step ran, and while this process has not been replaced. */
   get ready(): boolean {
-    return this.firstRound && this.replacedBy === undefined;
+    return this.held.ready;
   }
 
   /** Partitions this process holds a lease on, with their fencing tokens. */
   leases(): Map<number, number> {
-    return new Map([...this.held].map(([p, h]) => [p, h.token]));
+    return this.held.tokens();
   }
 
   /**
@@ -81,37 +78,15 @@ export class LeaseCoordinator {
       }
     }
     await this.rebalance();
-    this.firstRound = true;
+    this.held.settle();
     this.timer = setInterval(() => this.tick(), this.o.renewMs);
   }
 
-  /**
-   * A new fencing token for the lease of `p`, held with `token` (see `RedisLeaseStore.reissue`):
-   * the host restarts a dead worker's partitions under it. Undefined when the lease is not held
-   * with `token` any more; a renewal still on its way for the old token is then not a loss.
-   */
-  async reissue(p: number, token: number): Promise<number | undefined> {
-    const h = this.held.get(p);
-    if (h === undefined || h.token !== token) return undefined;
-    const fresh = await this.store.reissue(p, token);
-    if (fresh === undefined || this.held.get(p) !== h) return undefined;
-    // Its expiry is unchanged, and so is the time it was last known renewed.
-    this.held.set(p, { token: fresh, renewedAt: h.renewedAt });
-    this.o.log('info', `partition ${p}: lease token ${token} → ${fresh} (worker restart)`);
-    return fresh;
-  }
-
-  /** A checkpoint of `p` was refused (fenced): the lease is gone, and the host has stopped `p`. */
-  fenced(p: number): void {
-    if (this.held.delete(p))
-      this.o.log('warn', `partition ${p}: checkpoint fenced, lease lost to a newer owner`);
-  }
-
   private tick(): void {
-    if (this.replacedBy) return;
+    if (this.held.replaced) return;
     // Also while a renewal round hangs (Redis stalled): Redis may let a lease expire at
     // renewedAt + TTL, so it is given up one renewal interval before that.
-    for (const [p, h] of [...this.held])
+    for (const [p, h] of this.held.entries())
       if (Date.now() >= h.renewedAt + this.o.ttlMs - this.o.renewMs)
         this.lose(p, h, 'not renewed in time');
     // Renewals go on while stopping: the partitions are being checkpointed under these leases.
@@ -135,7 +110,7 @@ export class LeaseCoordinator {
       this.warn(`membership heartbeat failed: ${(e as Error).message}`);
     }
     await Promise.all(
-      [...this.held].map(async ([p, h]) => {
+      this.held.entries().map(async ([p, h]) => {
         const sentAt = Date.now();
         try {
           if (await this.store.renew(p, h.token)) h.renewedAt = sentAt;
@@ -148,18 +123,16 @@ export class LeaseCoordinator {
     );
   }
 
-  private lose(p: number, h: Held, why: string): void {
-    if (this.held.get(p) !== h) return;
-    this.held.delete(p);
+  private lose(p: number, h: HeldLease, why: string): void {
+    if (!this.held.remove(p, h)) return;
     this.o.log('warn', `partition ${p}: lease lost (${why}); stopping it`);
     void this.host.stop(p, 'lost');
   }
 
   private replaced(e: InstanceReplacedError): void {
-    if (this.replacedBy) return;
-    this.replacedBy = e;
+    if (!this.held.replace(e)) return;
     this.o.log('error', `${e.message}; giving up every partition`);
-    for (const [p, h] of [...this.held]) this.lose(p, h, 'instance replaced');
+    for (const [p, h] of this.held.entries()) this.lose(p, h, 'instance replaced');
   }
 
   private async rebalance(): Promise<void> {
@@ -205,7 +178,7 @@ export class LeaseCoordinator {
       await this.store.release(p, token);
       return;
     }
-    this.held.set(p, { token, renewedAt: sentAt });
+    this.held.add(p, { token, renewedAt: sentAt });
     this.o.log('info', `partition ${p}: lease acquired (token ${token})`);
     this.host.start(p, token);
   }
@@ -215,8 +188,7 @@ export class LeaseCoordinator {
     if (h === undefined) return;
     // Stop and checkpoint while the lease is still ours (renewals go on meanwhile), then release.
     await this.host.stop(p, 'released');
-    if (this.held.get(p) !== h) return;
-    this.held.delete(p);
+    if (!this.held.remove(p, h)) return;
     await this.store.release(p, h.token).catch(() => undefined);
     this.o.log('info', `partition ${p}: lease released`);
   }
@@ -234,7 +206,7 @@ export class LeaseCoordinator {
     if (this.timer) clearInterval(this.timer);
     await this.renewing;
     await Promise.all(
-      [...this.held].map(([p, h]) => this.store.release(p, h.token).catch(() => false)),
+      this.held.entries().map(([p, h]) => this.store.release(p, h.token).catch(() => false)),
     );
     this.held.clear();
     await this.store.leave().catch(() => undefined);

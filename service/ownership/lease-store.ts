@@ -168,10 +168,63 @@ export const leaseKeys = {
 } as const;
 
 /**
- * Partition leases and process membership in Redis, for one process (`instanceId` +
- * `incarnation`, a nonce per start). Every operation is one Lua script, so it is atomic.
+ * Partition leases and process membership, as one process (an instance id and an incarnation, a
+ * nonce per start) sees them. Every operation is one atomic step of the store. The fencing token a
+ * lease carries is tied to the checkpoint store: a new token exceeds the one stored with the
+ * partition's checkpoint, and a checkpoint written under a token older than the last one handed
+ * out is refused (`CheckpointFencedError`), so both live in one store (Redis, or one
+ * `MemoryStoreBackend`).
  */
-export class RedisLeaseStore {
+export interface LeaseStore {
+  readonly instanceId: string;
+  /** Resolves once the store can be used (operations fail fast before that). */
+  connected(timeoutMs?: number): Promise<void>;
+  /**
+   * Registers (first call: `claim`, taking over the id from an older incarnation) or refreshes
+   * this process, and drops the members whose registration expired; returns the live instance
+   * ids, sorted.
+   * @throws InstanceReplacedError when a newer process took this instance id.
+   */
+  heartbeat(claim?: boolean): Promise<string[]>;
+  /** Removes this process from the members (clean stop), so the others rebalance at once. */
+  leave(): Promise<void>;
+  /**
+   * Takes the lease of partition `p` when it is free (or held by an older incarnation of this
+   * instance) under a new fencing token; a lease this process holds already is extended and
+   * keeps its token. Undefined when another process holds it.
+   * @throws InstanceReplacedError when this process is not registered under its incarnation.
+   */
+  acquire(p: number): Promise<number | undefined>;
+  /**
+   * Hands the lease of `p`, held with `token`, a new fencing token, keeping its expiry: a worker
+   * thread that died may have left a checkpoint write on its way to the store, and its successor
+   * on the old token could not tell that write from its own. Under the new one, the store
+   * refuses it. Undefined when the lease is not held with `token` any more.
+   */
+  reissue(p: number, token: number): Promise<number | undefined>;
+  /** Extends the lease by the TTL; false when it is not held with `token` any more (expired or taken). */
+  renew(p: number, token: number): Promise<boolean>;
+  /** Gives the lease up; false when it was not held with `token` any more. */
+  release(p: number, token: number): Promise<boolean>;
+  /** The holder of each partition's lease, `undefined` for a free partition. */
+  holders(partitions: number): Promise<(LeaseHolder | undefined)[]>;
+  /**
+   * Takes the cluster-wide rebalance lock (one process rebalances at a time) for `ms`; it is
+   * taken over from an older incarnation of this instance, so a process killed while
+   * rebalancing does not hold up its own restart.
+   */
+  lock(ms: number): Promise<boolean>;
+  /** Lets the lock go if this process holds it. */
+  unlock(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/**
+ * Partition leases and process membership in Redis (the production {@link LeaseStore}), for one
+ * process. Every operation is one Lua script, so it is atomic; the fence tie with checkpoints is
+ * in the scripts (LUA_NEXT_TOKEN here, the token check of checkpoint-store.ts).
+ */
+export class RedisLeaseStore implements LeaseStore {
   private readonly redis: Redis;
   private readonly scripts: Scripts;
 
@@ -224,11 +277,6 @@ export class RedisLeaseStore {
     return `${this.instanceId} ${this.incarnation} ${token}`;
   }
 
-  /**
-   * Registers (first call: `claim`, taking over the id from an older incarnation) or refreshes
-   * this process; returns the live instance ids, sorted.
-   * @throws InstanceReplacedError when a newer process took this instance id.
-   */
   async heartbeat(claim = false): Promise<string[]> {
     try {
       const live = (await this.scripts.vigilHeartbeat([
@@ -245,7 +293,6 @@ export class RedisLeaseStore {
     }
   }
 
-  /** Removes this process from the members (clean stop), so the others rebalance at once. */
   async leave(): Promise<void> {
     await this.scripts.vigilLeave([
       leaseKeys.members(this.prefix),
@@ -254,11 +301,6 @@ export class RedisLeaseStore {
     ]);
   }
 
-  /**
-   * Takes the lease of partition `p` when it is free (or held by an older incarnation of this
-   * instance). Returns the fencing token, or undefined when another process holds it.
-   * @throws InstanceReplacedError when a newer process took this instance id.
-   */
   async acquire(p: number): Promise<number | undefined> {
     try {
       const token = await this.scripts.vigilAcquire([
@@ -277,12 +319,6 @@ export class RedisLeaseStore {
     }
   }
 
-  /**
-   * Hands the lease of `p`, held with `token`, a new fencing token, keeping its expiry: a worker
-   * thread that died may have left a checkpoint write on its way to Redis, and its successor on
-   * the old token could not tell that write from its own. Under the new one, Redis refuses it.
-   * Undefined when the lease is not held with `token` any more.
-   */
   async reissue(p: number, token: number): Promise<number | undefined> {
     const fresh = await this.scripts.vigilReissue([
       leaseKeys.lease(p, this.prefix),
@@ -294,7 +330,6 @@ export class RedisLeaseStore {
     return fresh === null ? undefined : Number(fresh);
   }
 
-  /** Extends the lease; false when it is not held with `token` any more (expired or taken). */
   async renew(p: number, token: number): Promise<boolean> {
     return (
       Number(
@@ -307,7 +342,6 @@ export class RedisLeaseStore {
     );
   }
 
-  /** Gives the lease up; false when it was not held with `token` any more. */
   async release(p: number, token: number): Promise<boolean> {
     return (
       Number(
@@ -316,14 +350,12 @@ export class RedisLeaseStore {
     );
   }
 
-  /** The holder of each partition's lease, `undefined` for a free partition. */
   async holders(partitions: number): Promise<(LeaseHolder | undefined)[]> {
     if (partitions === 0) return [];
     const keys = Array.from({ length: partitions }, (_, p) => leaseKeys.lease(p, this.prefix));
     return (await this.redis.mget(...keys)).map(parseHolder);
   }
 
-  /** Takes the cluster-wide rebalance lock (one process rebalances at a time) for `ms`. */
   async lock(ms: number): Promise<boolean> {
     const r = await this.scripts.vigilLock([
       leaseKeys.rebalance(this.prefix),

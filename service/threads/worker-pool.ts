@@ -47,6 +47,29 @@ export function withoutTsx(argv: readonly string[]): string[] | undefined {
 
 export type Logger = (level: 'info' | 'warn' | 'error', message: string) => void;
 
+/**
+ * What the pool needs of partition ownership (the leases this process holds), given when it is
+ * made. Without leases (checkpoints off) every partition is this process's: {@link NO_OWNERSHIP}.
+ */
+export interface PoolOwnership {
+  /** A worker stopped partition `p` by itself because its checkpoint was fenced (the lease is gone). */
+  fenced(p: number): void;
+  /**
+   * A new fencing token for partition `p`, held with `token`, asked before a dead worker's
+   * partitions start again; undefined keeps the old one.
+   */
+  reissue(p: number, token: number): Promise<number | undefined>;
+  /** Whether partition ownership is settled enough to serve (the lease coordinator's first round). */
+  readonly ready: boolean;
+}
+
+/** Ownership without leases: nothing is fenced or reissued, and it is settled from the start. */
+export const NO_OWNERSHIP: PoolOwnership = {
+  fenced: () => {},
+  reissue: () => Promise.resolve(undefined),
+  ready: true,
+};
+
 interface Slot {
   readonly index: number;
   /** Partitions assigned to this worker, with their fencing tokens. */
@@ -89,20 +112,11 @@ export class WorkerPool implements ServiceStatus {
   readonly activations = new ActivationLog();
   /** Recent long garbage-collection pauses of each worker (by worker index). */
   readonly gcPauses = new GcPauseLog();
-  /** A worker stopped a partition by itself because its checkpoint was fenced (the lease is gone). */
-  onFenced: (p: number) => void = () => {};
-  /**
-   * A new fencing token for partition `p`, held with `token` (the lease coordinator's), asked
-   * before a dead worker's partitions start again; undefined keeps the old one.
-   */
-  reissue: (p: number, token: number) => Promise<number | undefined> = () =>
-    Promise.resolve(undefined);
-  /** Whether partition ownership is settled enough to serve (the lease coordinator's first round). */
-  ownershipReady: () => boolean = () => true;
 
   constructor(
     private readonly options: VigilOptions,
     private readonly log: Logger,
+    private readonly ownership: PoolOwnership = NO_OWNERSHIP,
   ) {
     this.slots = Array.from({ length: Math.max(1, options.workers) }, (_, index) => ({
       index,
@@ -158,7 +172,7 @@ export class WorkerPool implements ServiceStatus {
   /** Every worker caught up with CONTROL and checkpointing, every partition held here running. */
   get ready(): boolean {
     return (
-      this.ownershipReady() &&
+      this.ownership.ready &&
       this.slots.every(
         (s) =>
           s.ready && s.checkpointsOk && s.natsConnected && s.started.size === s.partitions.size,
@@ -265,7 +279,7 @@ export class WorkerPool implements ServiceStatus {
           s.partitions.delete(m.partition);
           this.activations.forget(m.partition);
           s.started.delete(m.partition);
-          this.onFenced(m.partition);
+          this.ownership.fenced(m.partition);
         }
       } else if (m.op === 'applied')
         this.activations.record(m.partition, m.controlSeq, m.activationMs);
@@ -303,7 +317,7 @@ export class WorkerPool implements ServiceStatus {
     await Promise.all(
       [...s.partitions].map(async ([p, token]) => {
         if (token === 0) return;
-        const fresh = await this.reissue(p, token).catch(() => undefined);
+        const fresh = await this.ownership.reissue(p, token).catch(() => undefined);
         if (fresh !== undefined && s.partitions.get(p) === token) s.partitions.set(p, fresh);
       }),
     );
