@@ -10,7 +10,7 @@ import type {
   StateChange,
 } from '../rules/index.js';
 import { emptyRuleSet } from '../rules/index.js';
-import { ControlFollower, type ControlEvent } from '../jetstream/index.js';
+import { ControlFollower, jetStreamControl, type ControlEvent } from '../jetstream/index.js';
 
 /** One message of `CONTROL`, as the audit log shows it. */
 export interface ChangeRecord {
@@ -90,7 +90,7 @@ export class ControlLog {
   private lastAccepted = 0;
 
   constructor(js: JetStreamClient, jsm: JetStreamManager, limits: RuleLimits) {
-    this.follower = new ControlFollower(js, jsm, limits, (e) => this.fold(e));
+    this.follower = new ControlFollower(jetStreamControl(js, jsm), limits, (e) => this.fold(e));
   }
 
   /** Starts following; resolves once every message already in `CONTROL` is folded. */

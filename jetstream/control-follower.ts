@@ -1,17 +1,12 @@
 import {
-  DeliverPolicy,
-  type ConsumerMessages,
-  type JetStreamClient,
-  type JetStreamManager,
-} from '@nats-io/jetstream';
-import {
   emptyRuleSet,
   type ControlOutcome,
   type Problem,
   type RuleLimits,
   type RuleSet,
 } from '../rules/index.js';
-import { foldControl, Streams } from '../protocol/index.js';
+import { foldControl } from '../protocol/index.js';
+import type { ControlReader, ControlStream } from './control-stream.js';
 
 /** One message of `CONTROL` after the rules core has judged it. */
 export interface ControlEvent {
@@ -25,9 +20,10 @@ export interface ControlEvent {
 }
 
 /**
- * Follows `CONTROL` with its own ordered consumer and keeps the rule set after every sequence
- * (G1: every worker applies the same messages in the same order with the same pure function).
- * Partitions ask for the rule set at a marker's sequence and wait here when it has not arrived.
+ * Follows `CONTROL` (on NATS with its own ordered consumer: `jetStreamControl`) and keeps the
+ * rule set after every sequence (G1: every worker applies the same messages in the same order with
+ * the same pure function). Partitions ask for the rule set at a marker's sequence and wait here
+ * when it has not arrived.
  */
 export class ControlFollower {
   private current: RuleSet = emptyRuleSet();
@@ -35,13 +31,12 @@ export class ControlFollower {
   private readonly versions = new Map<number, RuleSet>([[0, this.current]]);
   private readonly committedAt = new Map<number, number>();
   private readonly waiters: { seq: number; resolve: () => void }[] = [];
-  private messages: ConsumerMessages | undefined;
+  private reader: ControlReader | undefined;
   private headSeq = 0;
   private caughtUp = false;
 
   constructor(
-    private readonly js: JetStreamClient,
-    private readonly jsm: JetStreamManager,
+    private readonly stream: ControlStream,
     private readonly limits: RuleLimits,
     private readonly onMessage: (e: ControlEvent) => void | Promise<void>,
   ) {}
@@ -58,11 +53,8 @@ export class ControlFollower {
 
   /** Starts following; resolves once caught up with the messages present at start. */
   async start(): Promise<void> {
-    this.headSeq = (await this.jsm.streams.info(Streams.control)).state.last_seq;
-    const consumer = await this.js.consumers.get(Streams.control, {
-      deliver_policy: DeliverPolicy.All,
-    });
-    this.messages = await consumer.consume();
+    this.headSeq = await this.stream.head();
+    this.reader = await this.stream.read();
     const caughtUp = this.waitFor(this.headSeq).then(() => {
       this.caughtUp = true;
     });
@@ -71,14 +63,13 @@ export class ControlFollower {
   }
 
   private async loop(): Promise<void> {
-    if (this.messages === undefined) return;
-    for await (const m of this.messages) {
+    if (this.reader === undefined) return;
+    for await (const m of this.reader) {
       const outcome = foldControl(this.current, m.data, m.seq, this.limits);
       this.current = outcome.ruleSet;
       this.versions.set(m.seq, outcome.ruleSet);
-      const committedAt = Number(m.info.timestampNanos / 1_000_000);
-      this.committedAt.set(m.seq, committedAt);
-      await this.onMessage({ seq: m.seq, committedAt, outcome, data: m.data });
+      this.committedAt.set(m.seq, m.committedAt);
+      await this.onMessage({ seq: m.seq, committedAt: m.committedAt, outcome, data: m.data });
       for (let i = this.waiters.length - 1; i >= 0; i--) {
         const w = this.waiters[i];
         if (w !== undefined && w.seq <= m.seq) {
@@ -97,7 +88,7 @@ export class ControlFollower {
 
   /** The last sequence `CONTROL` holds now (asks the server). */
   async streamHead(): Promise<number> {
-    this.headSeq = (await this.jsm.streams.info(Streams.control)).state.last_seq;
+    this.headSeq = await this.stream.head();
     return this.headSeq;
   }
 
@@ -117,6 +108,6 @@ export class ControlFollower {
   }
 
   async stop(): Promise<void> {
-    await this.messages?.close();
+    await this.reader?.close();
   }
 }

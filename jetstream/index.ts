@@ -5,3 +5,9 @@
  */
 export { natsConnection, type NatsSettings } from './connection.js';
 export { ControlFollower, type ControlEvent } from './control-follower.js';
+export {
+  jetStreamControl,
+  type ControlReader,
+  type ControlRecord,
+  type ControlStream,
+} from './control-stream.js';

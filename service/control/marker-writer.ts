@@ -3,6 +3,32 @@ import { markerPayload, markerSubject, Streams } from '../../protocol/index.js';
 import { backoffMs } from '../transient.js';
 
 /**
+ * What the marker writer needs of `EVENTS`: {@link jetStreamMarkerLog} on NATS. An interface so
+ * that the writer's queue, catch-up and retries can be tested from memory.
+ */
+export interface MarkerLog {
+  /** Stores `data` on `subject`; the server keeps one message per `msgID`. Rejects when not stored. */
+  publish(subject: string, data: Uint8Array, msgID: string): Promise<void>;
+  /** The payload of the last message stored on `subject`; undefined when there is none. */
+  last(subject: string): Promise<Uint8Array | undefined>;
+}
+
+/** `EVENTS` on JetStream: publishes with `Nats-Msg-Id`, reads the last message of a subject. */
+export function jetStreamMarkerLog(js: JetStreamClient, jsm: JetStreamManager): MarkerLog {
+  return {
+    async publish(subject, data, msgID) {
+      await js.publish(subject, data, { msgID });
+    },
+    async last(subject) {
+      const m = await jsm.streams.getMessage(Streams.events, { last_by_subj: subject });
+      return m?.data;
+    },
+  };
+}
+
+const decoder = new TextDecoder();
+
+/**
  * Writes the epoch markers of one worker. The owner of a partition writes a marker into it for
  * every accepted control message; when it starts a partition (at start-up or on a hand-over) it
  * first reads the last marker in the partition's log and writes every accepted one after it, so
@@ -17,8 +43,7 @@ export class MarkerWriter {
   private queue = Promise.resolve();
 
   constructor(
-    private readonly js: JetStreamClient,
-    private readonly jsm: JetStreamManager,
+    private readonly markerLog: MarkerLog,
     private readonly log: (level: 'warn' | 'error', message: string) => void,
   ) {}
 
@@ -62,11 +87,11 @@ export class MarkerWriter {
   }
 
   private async lastInLog(p: number): Promise<number> {
-    const last = await this.jsm.streams
-      .getMessage(Streams.events, { last_by_subj: markerSubject(p) })
-      .catch(() => null);
+    const last = await this.markerLog.last(markerSubject(p)).catch(() => undefined);
     try {
-      return last ? Number((last.json() as { controlSeq?: unknown }).controlSeq) || 0 : 0;
+      return last
+        ? Number((JSON.parse(decoder.decode(last)) as { controlSeq?: unknown }).controlSeq) || 0
+        : 0;
     } catch {
       return 0;
     }
@@ -77,7 +102,7 @@ export class MarkerWriter {
     // A timed-out publish must not end the control loop: retry (Nats-Msg-Id makes it safe).
     for (let attempt = 0; this.partitions.has(p); attempt++) {
       try {
-        await this.js.publish(markerSubject(p), markerPayload(seq), { msgID: `epoch-${seq}-${p}` });
+        await this.markerLog.publish(markerSubject(p), markerPayload(seq), `epoch-${seq}-${p}`);
         this.last.set(p, seq);
         return;
       } catch (err) {

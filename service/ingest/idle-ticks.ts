@@ -1,6 +1,11 @@
-import type { JetStreamClient } from '@nats-io/jetstream';
 import type { PartitionRunner } from '../threads/partition-runner.js';
 import { tickPayload, tickSubject } from '../../protocol/index.js';
+
+/** What ticks need of a partition's {@link PartitionRunner}. */
+export type TickedPartition = Pick<
+  PartitionRunner,
+  'idleMs' | 'caughtUp' | 'tickTime' | 'wantsTick'
+> & { readonly state: { readonly partition: number } };
 
 /**
  * Every `intervalMs`, publishes a tick into each partition that has read nothing for that long,
@@ -15,9 +20,10 @@ import { tickPayload, tickSubject } from '../../protocol/index.js';
  */
 export function startIdleTicks(opts: {
   readonly intervalMs: number;
-  readonly js: JetStreamClient;
+  /** Where ticks are published (a `JetStreamClient`). */
+  readonly js: { publish(subject: string, data: Uint8Array): Promise<unknown> };
   /** The runners of the partitions this worker runs now (not the ones stopping). */
-  readonly runners: () => Iterable<PartitionRunner>;
+  readonly runners: () => Iterable<TickedPartition>;
   readonly log: (level: 'warn', message: string) => void;
 }): () => void {
   if (opts.intervalMs <= 0) return () => {};
@@ -25,7 +31,7 @@ export function startIdleTicks(opts: {
   const busy = new Set<number>();
   /** Failures since the last success: logged once per run of them, not on every interval. */
   let failing = 0;
-  const tick = async (r: PartitionRunner): Promise<void> => {
+  const tick = async (r: TickedPartition): Promise<void> => {
     const p = r.state.partition;
     busy.add(p);
     try {
