@@ -17,6 +17,7 @@ import { baseHeaders, errorHandler, jsonBody } from './http-support.js';
 import { OPENAPI } from './openapi.js';
 import type { ControlPlaneOptions } from './options.js';
 import { mountBacktestRoutes } from './routes-backtest.js';
+import { mountDlqRoutes } from './routes-dlq.js';
 import { mountModelRoutes } from './routes-models.js';
 import { mountOpsRoutes } from './routes-ops.js';
 import { mountRuleRoutes } from './routes-rules.js';
@@ -32,10 +33,14 @@ export interface ControlPlane {
   stop(): Promise<void>;
 }
 
-/** Creates the control plane; call {@link ControlPlane.start} once the streams exist. */
+/**
+ * Creates the control plane; call {@link ControlPlane.start} once the streams exist. `logInfo`
+ * records what operators did outside `CONTROL` (dead-letter replays).
+ */
 export function createControlPlane(
   options: ControlPlaneOptions,
   logError: (message: string) => void = (m) => console.error(`[vigil api] ${m}`),
+  logInfo: (message: string) => void = (m) => console.log(`[vigil api] ${m}`),
 ): ControlPlane {
   let nc: NatsConnection | undefined;
   let js: JetStreamClient | undefined;
@@ -78,6 +83,7 @@ export function createControlPlane(
   mountRuleRoutes(router, ctx);
   mountModelRoutes(router, ctx);
   mountOpsRoutes(router, ctx);
+  mountDlqRoutes(router, ctx, logInfo);
   const backtests = mountBacktestRoutes(router, ctx);
   router.use((req, _res, next) => next(notFound('route', `${req.method} /v1${req.path}`)));
   router.use(errorHandler(logError));

@@ -9,6 +9,18 @@ export {
   type RuleRevision,
 } from './control-log.js';
 export { ControlWriter } from './control-writer.js';
+export {
+  deadLetterOf,
+  letterView,
+  parseBound,
+  parseListQuery,
+  preview,
+  replayMsgId,
+  replayTarget,
+  type DeadLetter,
+} from './dlq-letter.js';
+export { DlqReader } from './dlq-reader.js';
+export { replayReport, type ReplayOutcome, type ReplayReport } from './dlq-replay.js';
 export { API_ERROR_STATUS, ApiError, ApiErrorCode } from './errors.js';
 export { SECURITY_HEADERS } from './http-support.js';
 export { jsonDiff, type JsonChange } from './json-diff.js';

@@ -56,6 +56,35 @@ function op(
   };
 }
 
+/** The filters of a dead-letter listing: reason, rule, since, until. */
+const dlqFilterParams = [
+  {
+    name: 'reason',
+    in: 'query',
+    description: 'one dead-letter reason (not-json, late, rule-error, …)',
+    schema: { type: 'string' },
+  },
+  {
+    name: 'rule',
+    in: 'query',
+    description: 'letters that name this rule (rule-error)',
+    schema: { type: 'string' },
+  },
+  {
+    name: 'since',
+    in: 'query',
+    description:
+      'a DLQ sequence (42), a time (2026-12-01T10:00:00Z) or a duration before now (15m, 1h, 2d)',
+    schema: { type: 'string' },
+  },
+  {
+    name: 'until',
+    in: 'query',
+    description: 'as since, inclusive',
+    schema: { type: 'string' },
+  },
+];
+
 const change = (body?: unknown, params: unknown[] = [idParam, ifMatch, reason]) => ({
   parameters: params,
   ...(body === undefined ? {} : { requestBody: { required: true, content: json(body) } }),
@@ -90,10 +119,21 @@ export const OPENAPI = {
         'Validate a rule or a control message against the rules in force, publishing nothing',
         'read',
         {
-          '200': ok("Valid, with what it would do to each rule's state"),
+          '200': ok(
+            "Valid, with what it would do to each rule's state, and warnings from a sample of EVENTS (a rule keyed by a field the sampled events of its types lack)",
+          ),
           ...errors(400, 422),
         },
         {
+          parameters: [
+            {
+              name: 'sample',
+              in: 'query',
+              description:
+                'Last records of EVENTS to check the rule against (0: none; at most 100000; read for at most 2 s)',
+              schema: { type: 'integer', minimum: 0, maximum: 100000, default: 1000 },
+            },
+          ],
           requestBody: {
             required: true,
             content: json({
@@ -221,7 +261,7 @@ export const OPENAPI = {
     },
     '/rules/{id}/stats': {
       get: op(
-        'Matches, alerts, errors, quarantines and overflows of this process, and the last alert in ALERTS',
+        'Matches, alerts, errors, quarantines, overflows and events without its key field (keyMissing) of this process, and the last alert in ALERTS',
         'read',
         { '200': ok('Stats'), ...errors(404) },
         { parameters: [idParam] },
@@ -364,6 +404,109 @@ export const OPENAPI = {
         },
       ),
     },
+    '/dlq': {
+      get: op(
+        "Dead letters in DLQ, oldest first: the latest `limit`, or with `after`/`since` the first `limit` from there. Follow by long poll: pass the answer's `cursor` as `after` with `wait`, and the answer comes when a letter does (or `wait` ms pass, with none).",
+        'read',
+        {
+          '200': ok('Dead letters', {
+            type: 'object',
+            properties: {
+              letters: { type: 'array', items: ref('DeadLetter') },
+              cursor: {
+                type: 'integer',
+                description:
+                  'the last DLQ sequence this answer covers: pass as `after` for what comes next',
+              },
+              more: {
+                type: 'boolean',
+                description:
+                  'with after/since: letters after the cursor were left for the next page; else: older letters may be there',
+              },
+              firstSeq: { type: 'integer' },
+              lastSeq: { type: 'integer' },
+            },
+          }),
+          ...errors(400),
+        },
+        {
+          parameters: [
+            ...dlqFilterParams,
+            {
+              name: 'after',
+              in: 'query',
+              description: 'letters after this DLQ sequence (a cursor)',
+              schema: { type: 'integer', minimum: 0 },
+            },
+            {
+              name: 'limit',
+              in: 'query',
+              description: 'default 100; 0 answers only the cursor',
+              schema: { type: 'integer', minimum: 0, maximum: 1000 },
+            },
+            {
+              name: 'payload',
+              in: 'query',
+              description:
+                'the whole payload too: text (base64 when it is not UTF-8) or base64; up to 16 MiB of payloads an answer, later letters get payloadOmitted',
+              schema: { type: 'string', enum: ['text', 'base64'] },
+            },
+            {
+              name: 'wait',
+              in: 'query',
+              description: 'with after: wait up to this many ms for a letter (long poll)',
+              schema: { type: 'integer', minimum: 0, maximum: 30000 },
+            },
+          ],
+        },
+      ),
+    },
+    '/dlq/stats': {
+      get: op(
+        'Dead letters per reason, and the total, since a time or sequence (default: all DLQ holds)',
+        'read',
+        {
+          '200': ok('Counts', {
+            type: 'object',
+            properties: {
+              since: {},
+              until: { type: 'string', format: 'date-time' },
+              fromSeq: { type: 'integer' },
+              toSeq: { type: 'integer' },
+              total: { type: 'integer' },
+              reasons: { type: 'object', additionalProperties: { type: 'integer' } },
+            },
+          }),
+          ...errors(400),
+        },
+        { parameters: [dlqFilterParams[2]] },
+      ),
+    },
+    '/dlq/replay': {
+      post: op(
+        "Publish dead letters again to their source subject (EVENTS), the original payload without Vigil's headers, with Nats-Msg-Id vigil-dlq-replay-<DLQ seq>: a letter replayed again within the EVENTS duplicate window is a duplicate, and nothing is stored. Rejected control messages are not replayed. Recorded in the service log.",
+        'write',
+        { '200': ok('What went back', ref('ReplayReport')), ...errors(400) },
+        {
+          requestBody: {
+            required: true,
+            content: json({
+              type: 'object',
+              description: 'seqs, or a filter with at least reason or rule (oldest first)',
+              properties: {
+                seqs: { type: 'array', items: { type: 'integer' }, maxItems: 1000 },
+                reason: { type: 'string' },
+                rule: { type: 'string' },
+                since: { oneOf: [{ type: 'integer' }, { type: 'string' }] },
+                until: { oneOf: [{ type: 'integer' }, { type: 'string' }] },
+                limit: { type: 'integer', minimum: 1, maximum: 10000, default: 1000 },
+                dryRun: { type: 'boolean' },
+              },
+            }),
+          },
+        },
+      ),
+    },
   },
   components: {
     securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },
@@ -395,6 +538,63 @@ export const OPENAPI = {
       },
       RuleChange: {
         allOf: [ref('RuleView'), { type: 'object', properties: { change: { type: 'object' } } }],
+      },
+      DeadLetter: {
+        type: 'object',
+        properties: {
+          seq: { type: 'integer', description: 'DLQ sequence' },
+          time: { type: 'string', format: 'date-time', description: 'when DLQ stored it' },
+          reason: { type: 'string' },
+          error: { type: 'string' },
+          source: {
+            type: 'object',
+            nullable: true,
+            properties: {
+              stream: { type: 'string' },
+              subject: { type: 'string' },
+              seq: { type: 'integer' },
+            },
+          },
+          rule: { type: 'string' },
+          id: { type: 'string', description: "the dead letter's Nats-Msg-Id" },
+          size: { type: 'integer', description: 'payload bytes' },
+          preview: {
+            type: 'string',
+            description: 'the payload on one line, cut at 120 characters',
+          },
+          payload: { type: 'string' },
+          encoding: { type: 'string', enum: ['text', 'base64'] },
+          payloadOmitted: { type: 'boolean' },
+        },
+      },
+      ReplayReport: {
+        type: 'object',
+        properties: {
+          dryRun: { type: 'boolean' },
+          selected: { type: 'integer' },
+          replayed: { type: 'integer' },
+          duplicates: { type: 'integer', description: 'already replayed: nothing stored' },
+          failed: { type: 'integer' },
+          wouldReplay: { type: 'integer', description: 'dry run: would go back' },
+          more: { type: 'boolean', description: 'the selection stopped at limit' },
+          results: {
+            type: 'array',
+            items: {
+              type: 'object',
+              properties: {
+                seq: { type: 'integer' },
+                outcome: {
+                  type: 'string',
+                  enum: ['replayed', 'duplicate', 'failed', 'would-replay'],
+                },
+                reason: { type: 'string' },
+                subject: { type: 'string' },
+                eventsSeq: { type: 'integer' },
+                error: { type: 'string' },
+              },
+            },
+          },
+        },
       },
       Error: {
         type: 'object',

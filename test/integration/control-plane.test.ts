@@ -294,7 +294,15 @@ describe('REST API: rules', () => {
       body: { id: 'fresh', ...bigRule(5) },
     });
     expect(good.status).toBe(200);
-    expect(good.body).toEqual({ valid: true, changes: [{ ruleId: 'fresh', action: 'created' }] });
+    expect(good.body).toMatchObject({
+      valid: true,
+      changes: [{ ruleId: 'fresh', action: 'created' }],
+      warnings: [],
+    });
+    expect(good.body.sample.events).toBeGreaterThanOrEqual(0);
+    expect(
+      (await api('POST', '/rules/validate?sample=x', { token: R, body: bigRule(5) })).status,
+    ).toBe(400);
     const msg = await api('POST', '/rules/validate', {
       token: R,
       body: { message: { op: 'delete-rule', id: 'nope' } },
