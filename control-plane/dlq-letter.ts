@@ -1,18 +1,5 @@
-import { Streams } from '../protocol/index.js';
+import { DLQ_HEADERS, Streams } from '../protocol/index.js';
 import { ApiError, ApiErrorCode } from './errors.js';
-
-/**
- * The headers `natsDeadLetterSink` (service/output/sinks.ts) puts on a dead letter. The payload
- * is the original message's; these say why and where it came from.
- */
-export const DLQ_HEADERS = {
-  reason: 'Vigil-Reason',
-  error: 'Vigil-Error',
-  sourceStream: 'Vigil-Source-Stream',
-  sourceSubject: 'Vigil-Source-Subject',
-  sourceSeq: 'Vigil-Source-Seq',
-  rule: 'Vigil-Rule',
-} as const;
 
 /** A message of `DLQ` as the reader hands it over: headers with their first value. */
 export interface DlqMessage {

@@ -20,6 +20,7 @@ export {
 export {
   alertSubject,
   CONTROL_SUBJECT,
+  DLQ_HEADERS,
   dlqSubject,
   eventsSubjects,
   eventSubject,

@@ -26,6 +26,19 @@ export const alertSubject = (severity: string, ruleId: string): string =>
   `alerts.${severity}.${ruleId}`;
 export const dlqSubject = (reason: string): string => `vigil.dlq.${reason}`;
 
+/**
+ * The headers of a dead letter in `DLQ`: why it was refused and where it came from. Its payload
+ * is the original message's, so that it can be read and re-driven as it was.
+ */
+export const DLQ_HEADERS = {
+  reason: 'Vigil-Reason',
+  error: 'Vigil-Error',
+  sourceStream: 'Vigil-Source-Stream',
+  sourceSubject: 'Vigil-Source-Subject',
+  sourceSeq: 'Vigil-Source-Seq',
+  rule: 'Vigil-Rule',
+} as const;
+
 /** A key must be one subject token: no dots, wildcards or whitespace. */
 export function isValidKey(key: string): boolean {
   return key.length > 0 && !/[.*>\s]/.test(key);

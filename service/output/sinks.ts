@@ -1,7 +1,7 @@
 import { headers } from '@nats-io/transport-node';
 import type { Alert } from '../../rules/index.js';
 import type { Publisher } from './publisher.js';
-import { alertSubject, dlqSubject } from '../../protocol/index.js';
+import { alertSubject, DLQ_HEADERS, dlqSubject } from '../../protocol/index.js';
 
 /**
  * Where alerts go. The production sink publishes to `ALERTS`, deduplicated by alert id.
@@ -63,14 +63,14 @@ export function natsDeadLetterSink(
   return {
     publish(letter) {
       const h = headers();
-      h.set('Vigil-Reason', letter.reason);
-      h.set('Vigil-Error', headerValue(letter.message));
+      h.set(DLQ_HEADERS.reason, letter.reason);
+      h.set(DLQ_HEADERS.error, headerValue(letter.message));
       if (letter.source) {
-        h.set('Vigil-Source-Stream', letter.source.stream);
-        h.set('Vigil-Source-Subject', letter.source.subject);
-        h.set('Vigil-Source-Seq', String(letter.source.seq));
+        h.set(DLQ_HEADERS.sourceStream, letter.source.stream);
+        h.set(DLQ_HEADERS.sourceSubject, letter.source.subject);
+        h.set(DLQ_HEADERS.sourceSeq, String(letter.source.seq));
       }
-      if (letter.ruleId) h.set('Vigil-Rule', letter.ruleId);
+      if (letter.ruleId) h.set(DLQ_HEADERS.rule, letter.ruleId);
       return publisher.publish(
         dlqSubject(letter.reason),
         letter.data,
