@@ -156,6 +156,7 @@ export function mountRuleRoutes(router: Router, ctx: ApiContext): void {
     '/rules/validate',
     requireRole('read'),
     handle(async (req, res) => {
+      const sample = sampleSize(req.query.sample);
       const body = req.body as Record<string, unknown> | undefined;
       if (typeof body !== 'object' || body === null || Array.isArray(body))
         throw invalid('the body', [
@@ -167,7 +168,6 @@ export function mountRuleRoutes(router: Router, ctx: ApiContext): void {
       const rs = ctx.log().ruleSet;
       const outcome = applyControl(rs, message, rs.controlSeq + 1, ctx.options.limits);
       if (!outcome.ok) throw invalid('the change', outcome.problems);
-      const sample = sampleSize(req.query.sample);
       const events =
         sample === 0 ? [] : await recentEvents(ctx.js(), ctx.jsm(), ctx.options.partitions, sample);
       const ids = [...new Set(outcome.changes.map((c) => c.ruleId))];
