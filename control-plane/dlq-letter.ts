@@ -1,5 +1,6 @@
 import { DLQ_HEADERS, Streams } from '../protocol/index.js';
 import { ApiError, ApiErrorCode } from './errors.js';
+import { queryInt } from './http-support.js';
 
 /** A message of `DLQ` as the reader hands it over: headers with their first value. */
 export interface DlqMessage {
@@ -224,25 +225,6 @@ function str(raw: unknown, name: string, pattern: RegExp, what: string): string 
   return raw;
 }
 
-function int(raw: unknown, name: string, min: number, max: number, fallback: number): number {
-  if (raw === undefined || raw === '') return fallback;
-  const n =
-    typeof raw === 'number'
-      ? raw
-      : typeof raw === 'string' && /^\d+$/.test(raw)
-        ? Number(raw)
-        : NaN;
-  if (!Number.isSafeInteger(n) || n < min || n > max)
-    throw new ApiError(
-      ApiErrorCode.BadRequest,
-      `${name} must be an integer from ${min} to ${max}`,
-      {
-        details: { [name]: raw },
-      },
-    );
-  return n;
-}
-
 /** A reason is one subject token, as the service writes it (`not-json`, `rule-error`, …). */
 const REASON = /^[A-Za-z0-9_-]{1,64}$/;
 const RULE_ID = /^[^\s]{1,256}$/;
@@ -256,7 +238,7 @@ export function parseFilter(q: Record<string, unknown>, now: number): DlqFilter 
   const after =
     q.after === undefined || q.after === ''
       ? undefined
-      : int(q.after, 'after', 0, Number.MAX_SAFE_INTEGER, 0);
+      : queryInt(q.after, 'after', 0, Number.MAX_SAFE_INTEGER, 0);
   return {
     ...(reason === undefined ? {} : { reason }),
     ...(rule === undefined ? {} : { rule }),
@@ -274,13 +256,13 @@ export function parseListQuery(q: Record<string, unknown>, now: number): DlqList
     throw new ApiError(ApiErrorCode.BadRequest, 'payload must be text or base64', {
       details: { payload },
     });
-  const waitMs = int(q.wait, 'wait', 0, MAX_WAIT_MS, 0);
+  const waitMs = queryInt(q.wait, 'wait', 0, MAX_WAIT_MS, 0);
   if (waitMs > 0 && filter.after === undefined)
     throw new ApiError(
       ApiErrorCode.BadRequest,
       'wait needs after=<seq>: the cursor of the last answer (its "cursor")',
     );
-  return { ...filter, limit: int(q.limit, 'limit', 0, MAX_LIST, 100), payload, waitMs };
+  return { ...filter, limit: queryInt(q.limit, 'limit', 0, MAX_LIST, 100), payload, waitMs };
 }
 
 /** Whether a letter passes the filters the subject cannot apply (the rule). */

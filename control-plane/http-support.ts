@@ -92,6 +92,41 @@ export function changeMeta(req: Request, res: Response): ChangeMeta {
 export type ExpectedVersion = number | '*';
 
 /**
+ * A number given as a JSON number or as a string of digits (a query parameter, a header); NaN for
+ * anything else, so that one range check refuses both a bad type and a bad value.
+ */
+export function digitsOf(raw: unknown): number {
+  return typeof raw === 'number'
+    ? raw
+    : typeof raw === 'string' && /^\d+$/.test(raw)
+      ? Number(raw)
+      : NaN;
+}
+
+/**
+ * An integer setting of a request (query parameter or body field) from `min` to `max`;
+ * `fallback` when it is absent or empty; 400 naming it otherwise.
+ */
+export function queryInt(
+  raw: unknown,
+  name: string,
+  min: number,
+  max: number,
+  fallback: number,
+  hint = '',
+): number {
+  if (raw === undefined || raw === '') return fallback;
+  const n = digitsOf(raw);
+  if (!Number.isSafeInteger(n) || n < min || n > max)
+    throw new ApiError(
+      ApiErrorCode.BadRequest,
+      `${name} must be an integer from ${min} to ${max}${hint}`,
+      { details: { [name]: raw } },
+    );
+  return n;
+}
+
+/**
  * Parses an expected version as given in `If-Match` or a body's `expectedVersion`: an integer or
  * a string of digits, or `*`. One parser for every route and for each change of a changeset, so
  * `"3"` means 3 everywhere and `-1` is 400 everywhere.
@@ -102,12 +137,7 @@ export function parseExpectedVersion(
 ): ExpectedVersion | undefined {
   if (raw === undefined) return undefined;
   if (raw === '*') return '*';
-  const n =
-    typeof raw === 'number'
-      ? raw
-      : typeof raw === 'string' && /^\d+$/.test(raw)
-        ? Number(raw)
-        : NaN;
+  const n = digitsOf(raw);
   if (!Number.isSafeInteger(n) || n < 0)
     throw new ApiError(
       ApiErrorCode.BadRequest,

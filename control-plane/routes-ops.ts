@@ -2,8 +2,8 @@ import type { Router } from 'express';
 import { explainRule, parseEvent } from '../rules/index.js';
 import { requireRole } from './auth.js';
 import { changeView, type ApiContext } from './context.js';
-import { ApiError, ApiErrorCode, invalid, notFound } from './errors.js';
-import { handle } from './http-support.js';
+import { invalid, notFound } from './errors.js';
+import { handle, queryInt } from './http-support.js';
 import { byPartition, histogramQuantile, sumMetric, type MetricJSON } from './metrics-view.js';
 
 async function metricsOf(ctx: ApiContext): Promise<MetricJSON[]> {
@@ -154,18 +154,8 @@ export function mountOpsRoutes(router: Router, ctx: ApiContext): void {
     '/control',
     requireRole('read'),
     handle((req, res) => {
-      const num = (name: string, fallback: number, max: number): number => {
-        const q = req.query[name];
-        if (q === undefined) return fallback;
-        if (typeof q !== 'string' || !/^\d+$/.test(q) || Number(q) > max)
-          throw new ApiError(
-            ApiErrorCode.BadRequest,
-            `${name} must be an integer from 0 to ${max}`,
-          );
-        return Number(q);
-      };
-      const after = num('after', 0, Number.MAX_SAFE_INTEGER);
-      const limit = num('limit', 100, 1000);
+      const after = queryInt(req.query.after, 'after', 0, Number.MAX_SAFE_INTEGER, 0);
+      const limit = queryInt(req.query.limit, 'limit', 0, 1000, 100);
       res.json({
         controlSeq: ctx.log().seq,
         changes: ctx.log().recordsAfter(after, limit).map(changeView),

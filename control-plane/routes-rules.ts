@@ -16,6 +16,7 @@ import {
   entityFromBody,
   expectedVersion,
   handle,
+  queryInt,
   parseExpectedVersion,
   type ExpectedVersion,
 } from './http-support.js';
@@ -129,16 +130,6 @@ function versionCheck(
 const DEFAULT_SAMPLE = 1000;
 const MAX_SAMPLE = 100_000;
 
-function sampleSize(q: unknown): number {
-  if (q === undefined) return DEFAULT_SAMPLE;
-  if (typeof q !== 'string' || !/^\d+$/.test(q) || Number(q) > MAX_SAMPLE)
-    throw new ApiError(
-      ApiErrorCode.BadRequest,
-      `sample must be an integer from 0 (no sample) to ${MAX_SAMPLE}, the records of EVENTS to check the rule against; default ${DEFAULT_SAMPLE}`,
-    );
-  return Number(q);
-}
-
 export function mountRuleRoutes(router: Router, ctx: ApiContext): void {
   router.get(
     '/rules',
@@ -156,7 +147,14 @@ export function mountRuleRoutes(router: Router, ctx: ApiContext): void {
     '/rules/validate',
     requireRole('read'),
     handle(async (req, res) => {
-      const sample = sampleSize(req.query.sample);
+      const sample = queryInt(
+        req.query.sample,
+        'sample',
+        0,
+        MAX_SAMPLE,
+        DEFAULT_SAMPLE,
+        ` (0: no sample), the last records of EVENTS to check the rule against; default ${DEFAULT_SAMPLE}`,
+      );
       const body = req.body as Record<string, unknown> | undefined;
       if (typeof body !== 'object' || body === null || Array.isArray(body))
         throw invalid('the body', [
