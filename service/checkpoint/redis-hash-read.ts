@@ -4,10 +4,9 @@ import { ServiceError, ServiceErrorCode } from '../errors.js';
 
 /**
  * Reads a whole Redis hash (`HGETALL`) over a connection of its own, parsing the reply in one
- * pass: a restore reads one hash of ~62,500 fields per partition, and ioredis' parser spent about
- * twice the CPU on it, turning each field into a Buffer and then into a string (one-off
- * comparison on a 62,500-field hash: 103-188 ms against 23-92 ms). Everything else stays on
- * ioredis.
+ * pass: a restore reads one hash of tens of thousands of fields per partition, and ioredis'
+ * parser spent much more CPU on it, turning each field into a Buffer and then into a string
+ * (bench/README.md). Everything else stays on ioredis.
  *
  * `url` is a `redis://` or `rediss://` URL as ioredis takes it: optional user and password,
  * optional database number as the path. Resolves the flat reply, field, value, field, value, …

@@ -13,7 +13,7 @@ export interface AckReplyInfo {
  * Reads `$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<dseq>.<nanos>.<pending>` (and the form
  * with domain and account hash in front and a random token at the end) into `out`, without
  * splitting it: a partition reads tens of thousands a second, and the client's `split` into
- * eleven strings was 7% of a worker's time in `bench:e2e` (b). False if it is not one.
+ * eleven strings was a visible share of a worker's time (bench/README.md). False if it is not one.
  */
 export function parseAckReply(reply: string, out: AckReplyInfo): boolean {
   if (!reply.startsWith('$JS.ACK.')) return false;

@@ -13,15 +13,15 @@ type Gc = (options?: { type: 'major'; execution: 'sync'; flavor: 'last-resort' }
  * for the process (V8 flags are process-wide) and the function taken from a new context, where
  * V8 installs it once the flag is on. Asked for as a "last resort" collection, which also hands
  * freed pages and the young generation's spare room back to the system: a plain full collection
- * freed the heap but left the process's RSS where it was (a 3-million-object probe: RSS 259 MB
- * after a plain one, 165 MB after both).
+ * freed the heap but left the process's RSS where it was, and both together handed much of it
+ * back (the probe is described in bench/README.md).
  */
 function memoryReducingGc(): () => void {
   setFlagsFromString('--expose-gc');
   const gc = runInNewContext('gc') as Gc;
   return () => {
     // In a worker thread, the last-resort collection alone freed nothing in a probe; after a
-    // plain one it handed the memory back (RSS 280 → 185 MB).
+    // plain one it handed the memory back.
     gc();
     gc({ type: 'major', execution: 'sync', flavor: 'last-resort' });
   };
