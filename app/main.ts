@@ -8,5 +8,5 @@ import { stopOnSignals } from '../service/index.js';
 import { startVigil } from './start-vigil.js';
 
 const vigil = await startVigil();
-console.log(`[vigil] HTTP on ${vigil.url} (/healthz, /readyz, /metrics, /v1)`);
+console.log(`[vigil] HTTP on ${vigil.url} (/: links to /healthz, /readyz, /metrics, /v1)`);
 stopOnSignals(() => vigil.stop());

@@ -90,7 +90,8 @@ function configFile(path: string | undefined, env: NodeJS.ProcessEnv): CliConfig
 
 /**
  * URL, token and NATS URL: flags, then the environment (`VIGIL_URL`, `VIGIL_TOKEN` or
- * `VIGIL_TOKEN_FILE`, `NATS_URL`), then the config file, then `.vigil/api-token` of `npm start`.
+ * `VIGIL_TOKEN_FILE`, `NATS_URL`), then the config file, then what `npm start` wrote under
+ * `.vigil/` of `cwd` (`api-url`, `api-token`, `nats-url`: the ports it ran on), then the defaults.
  */
 export function clientSettings(
   flags: { url?: string; token?: string; nats?: string; config?: string },
@@ -98,7 +99,18 @@ export function clientSettings(
   cwd: string,
 ): ClientSettings {
   const c = configFile(flags.config === undefined ? undefined : resolve(cwd, flags.config), env);
-  const url = (flags.url ?? env.VIGIL_URL ?? c.url ?? 'http://127.0.0.1:8080').replace(/\/+$/, '');
+  /** A file `npm start` wrote under `.vigil/` for this session, if it is there. */
+  const local = (name: string): string | undefined => {
+    const file = resolve(cwd, '.vigil', name);
+    return existsSync(file) ? readFileSync(file, 'utf8').trim() || undefined : undefined;
+  };
+  const url = (
+    flags.url ??
+    env.VIGIL_URL ??
+    c.url ??
+    local('api-url') ??
+    'http://127.0.0.1:8080'
+  ).replace(/\/+$/, '');
   // A URL that does not parse is the command line's fault (2), not an unreachable service (6).
   let parsed: URL | undefined;
   try {
@@ -122,13 +134,11 @@ export function clientSettings(
       );
     }
   }
-  token ??= c.token;
-  const local = resolve(cwd, '.vigil/api-token');
-  if (token === undefined && existsSync(local)) token = readFileSync(local, 'utf8').trim();
+  token ??= c.token ?? local('api-token');
   return {
     url,
     token,
-    nats: flags.nats ?? env.NATS_URL ?? c.nats ?? 'nats://127.0.0.1:4222',
+    nats: flags.nats ?? env.NATS_URL ?? c.nats ?? local('nats-url') ?? 'nats://127.0.0.1:4222',
     ...(env.NATS_USER ? { natsUser: env.NATS_USER, natsPassword: env.NATS_PASSWORD ?? '' } : {}),
   };
 }

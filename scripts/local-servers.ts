@@ -252,6 +252,57 @@ export function natsConfig(opts: {
   ].join('\n');
 }
 
+/**
+ * Servers this process started and that have not exited: stopped when it exits, whatever the
+ * path (see {@link spawnServer}).
+ */
+const live = new Set<ChildProcess>();
+
+/** Sends `signal` to a server's process group (its own, see {@link spawnServer}); false if it is gone. */
+function signalGroup(child: ChildProcess, signal: NodeJS.Signals): boolean {
+  if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return false;
+  try {
+    process.kill(-child.pid, signal);
+    return true;
+  } catch {
+    // Its group is gone (or was never made): the process itself.
+    return child.kill(signal);
+  }
+}
+
+/**
+ * Starts a server in a process group of its own (`detached`), so that the terminal's Ctrl-C
+ * reaches only the process that started it, which stops the service before its servers (were
+ * they in the terminal's group, they would stop at once, under the service's last checkpoint and
+ * lease release). A server must still not outlive its parent: on Linux it is started through
+ * `setpriv --pdeathsig SIGTERM` (util-linux), so the kernel stops it when its parent dies, even by
+ * SIGKILL; and when this process exits by any path that runs the `exit` handlers, the groups of
+ * its servers still running get SIGTERM.
+ */
+function spawnServer(exe: string, args: string[]): ChildProcess {
+  const setpriv = process.platform === 'linux' ? findExecutable('setpriv') : undefined;
+  const [file, argv] =
+    setpriv === undefined ? [exe, args] : [setpriv, ['--pdeathsig', 'SIGTERM', '--', exe, ...args]];
+  if (!exitHookInstalled) {
+    exitHookInstalled = true;
+    process.once('exit', () => {
+      for (const child of live) signalGroup(child, 'SIGTERM');
+    });
+  }
+  const child = spawn(file, argv, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  live.add(child);
+  child.once('exit', () => live.delete(child));
+  // An executable that cannot be started (waitForLine reports it).
+  child.once('error', () => live.delete(child));
+  return child;
+}
+let exitHookInstalled = false;
+
+/** The pids of the servers this process started that are still running (nats-server, redis-server). */
+export function runningServerPids(): number[] {
+  return [...live].flatMap((c) => (c.pid === undefined ? [] : [c.pid]));
+}
+
 function handle(
   name: ServerHandle['name'],
   url: string,
@@ -269,7 +320,7 @@ function handle(
     process: child,
     async stop() {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+      const timer = setTimeout(() => signalGroup(child, 'SIGKILL'), 15_000);
       await exited;
       clearTimeout(timer);
     },
@@ -301,6 +352,18 @@ function waitForLine(
         ),
       );
     };
+    const onError = (e: Error): void => {
+      cleanup();
+      reject(
+        new ServiceError(
+          ServiceErrorCode.ServerStart,
+          `${name} could not be started: ${e.message}`,
+          {
+            cause: e,
+          },
+        ),
+      );
+    };
     const timer = setTimeout(() => {
       cleanup();
       child.kill('SIGKILL');
@@ -317,10 +380,12 @@ function waitForLine(
       child.stdout?.off('data', onData);
       child.stderr?.off('data', onData);
       child.off('exit', onExit);
+      child.off('error', onError);
     };
     child.stdout?.on('data', onData);
     child.stderr?.on('data', onData);
     child.once('exit', onExit);
+    child.once('error', onError);
   });
 }
 
@@ -356,7 +421,7 @@ export async function startNats(opts: {
   );
   chmodSync(confPath, mode);
   const exe = opts.executable ?? findExecutable('nats-server') ?? 'nats-server';
-  const child = spawn(exe, ['-c', confPath], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawnServer(exe, ['-c', confPath]);
   const m = await waitForLine(
     child,
     'nats-server',
@@ -394,7 +459,7 @@ export async function startRedis(opts: {
     '--protected-mode',
     'yes',
   ];
-  const child = spawn(exe, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawnServer(exe, args);
   await waitForLine(child, 'redis-server', /Ready to accept connections/, 30_000);
   child.stdout?.resume();
   child.stderr?.resume();
