@@ -176,7 +176,7 @@ export function natsAccounts(partitions: number, users: NatsUsers): string {
   return `accounts {
   VIGIL {
     jetstream: enabled
-    # The partition mapping of DESIGN §3, inside the account that publishes events.
+    # The partition mapping, inside the account that publishes events.
     ${partitionMapping(partitions)}
     users = [
       { user: vigil, password: ${JSON.stringify(users.vigil)} }
@@ -239,7 +239,7 @@ export function natsConfig(opts: {
   maxPayload?: string;
 }): string {
   return [
-    '# Vigil: nats-server with JetStream and the partition mapping of DESIGN §3.',
+    '# Vigil: nats-server with JetStream and the partition mapping of events into partitions.',
     'host: 127.0.0.1',
     `port: ${opts.port}`,
     `jetstream { store_dir: ${JSON.stringify(opts.storeDir)} }`,
