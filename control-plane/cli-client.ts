@@ -134,7 +134,14 @@ export function clientSettings(
       );
     }
   }
-  token ??= c.token ?? local('api-token');
+  // npm start's session token goes only to that session's service: its URL, or (without an
+  // api-url file) one on this machine, never to a URL named elsewhere for another service.
+  const sessionUrl = local('api-url')?.replace(/\/+$/, '');
+  const toSession =
+    sessionUrl === undefined
+      ? ['127.0.0.1', 'localhost', '[::1]'].includes(parsed.hostname)
+      : url === sessionUrl;
+  token ??= c.token ?? (toSession ? local('api-token') : undefined);
   return {
     url,
     token,

@@ -7,6 +7,7 @@ export const DLQ_OPTIONS = {
   seq: { type: 'string' },
   since: { type: 'string' },
   until: { type: 'string' },
+  after: { type: 'string' },
   'dry-run': { type: 'boolean' },
 } as const;
 
@@ -15,6 +16,7 @@ export type DlqFlags = Flags & {
   seq?: string;
   since?: string;
   until?: string;
+  after?: string;
   'dry-run'?: boolean;
 };
 
@@ -117,7 +119,7 @@ async function stats(s: ClientSettings, f: DlqFlags, io: CliIo): Promise<number>
 function replayBody(f: DlqFlags): Record<string, unknown> {
   const dryRun = f['dry-run'] === true ? { dryRun: true } : {};
   if (f.seq !== undefined) {
-    if ([f.reason, f.rule, f.since, f.until].some((x) => x !== undefined))
+    if ([f.reason, f.rule, f.since, f.until, f.after].some((x) => x !== undefined))
       throw new CliError(EXIT.usage, 'give --seq or --reason/--rule, not both');
     const seqs = f.seq.split(',').map((x) => Number(x.trim()));
     if (!seqs.every((n) => Number.isSafeInteger(n) && n > 0))
@@ -135,6 +137,7 @@ function replayBody(f: DlqFlags): Record<string, unknown> {
     ...(f.rule === undefined ? {} : { rule: f.rule }),
     ...(f.since === undefined ? {} : { since: f.since }),
     ...(f.until === undefined ? {} : { until: f.until }),
+    ...(f.after === undefined ? {} : { after: f.after }),
     ...(limit === undefined ? {} : { limit }),
     ...dryRun,
   };
@@ -151,6 +154,7 @@ async function replay(s: ClientSettings, f: DlqFlags, io: CliIo): Promise<number
     failed: number;
     wouldReplay: number;
     more: boolean;
+    cursor: number;
     results: { seq: number; outcome: string; reason?: string; error?: string }[];
   };
   if (f.json) io.out(JSON.stringify(r, null, 2));
@@ -164,7 +168,11 @@ async function replay(s: ClientSettings, f: DlqFlags, io: CliIo): Promise<number
     const failures = r.results
       .filter((x) => x.outcome === 'failed')
       .map((x) => `  #${x.seq} ${x.reason ?? ''}: ${x.error ?? ''}`);
-    const more = r.more ? ['(more letters match: run it again, or raise --limit)'] : [];
+    const more = r.more
+      ? [
+          `(more letters match: go on with --after ${r.cursor}, the last DLQ sequence this one covered, or raise --limit)`,
+        ]
+      : [];
     io.out([head, ...failures, ...more].join('\n'));
   }
   return r.failed > 0 ? EXIT.invalid : EXIT.ok;

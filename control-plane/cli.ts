@@ -32,7 +32,7 @@ export const USAGE = `vigil — the Vigil control plane from the command line
   vigil alerts tail [--rule id] [--severity s] [--from-start] [--limit n] [--nats url]
   vigil dlq tail [--reason r] [--rule id] [--from-start] [--limit n]   follow dead letters (Ctrl-C ends)
   vigil dlq stats [--since 1h|<time>|<seq>]                            dead letters per reason
-  vigil dlq replay (--seq n[,n…] | --reason r [--rule id] [--since t] [--until t] [--limit n]) [--dry-run]
+  vigil dlq replay (--seq n[,n…] | --reason r [--rule id] [--since t] [--until t] [--after seq] [--limit n]) [--dry-run]
 
 Options: --url (VIGIL_URL, or .vigil/api-url from npm start, default http://127.0.0.1:8080), --token
 (VIGIL_TOKEN, VIGIL_TOKEN_FILE, or .vigil/api-token from npm start), --config <file> (VIGIL_CLI_CONFIG, default

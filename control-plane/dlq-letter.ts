@@ -1,4 +1,4 @@
-import { DLQ_HEADERS, Streams } from '../protocol/index.js';
+import { DeadReason, DLQ_HEADERS, Streams } from '../protocol/index.js';
 import { ApiError, ApiErrorCode } from './errors.js';
 import { queryInt } from './http-support.js';
 
@@ -131,10 +131,27 @@ export type ReplayTarget =
   { readonly ok: true; readonly subject: string } | { readonly ok: false; readonly why: string };
 
 /**
+ * Reasons whose record the same subject can never make valid: it sits where no event belongs (a
+ * partition that is not its key's, a reserved key, a subject that is not `events.<key>.<p>`) or
+ * is one of Vigil's own records (markers, ticks), which only the service writes. Sent back, it
+ * would only come back to `DLQ` — or, for a marker or tick, be written as the service's user,
+ * past the permissions that keep producers from writing them.
+ */
+const NEVER_REPLAYED: ReadonlySet<string> = new Set([
+  ...Object.values(DeadReason),
+  'forged-marker',
+]);
+
+/**
  * A dead letter goes back to the `EVENTS` subject it was read from. A rejected control message is
  * not replayed: it would change rules outside the API's checks and audit; fix it and apply it.
  */
 export function replayTarget(l: DeadLetter): ReplayTarget {
+  if (NEVER_REPLAYED.has(l.reason))
+    return {
+      ok: false,
+      why: `a ${l.reason} letter is not replayed: its subject can never hold a valid event (or it is one of Vigil's own records); publish the event again to events.<key>`,
+    };
   const s = l.source;
   if (s === undefined)
     return {
@@ -148,7 +165,11 @@ export function replayTarget(l: DeadLetter): ReplayTarget {
     };
   if (s.stream !== Streams.events)
     return { ok: false, why: `only dead letters from EVENTS are replayed, not from ${s.stream}` };
-  if (/[*>]/.test(s.subject) || !s.subject.startsWith('events.'))
+  if (
+    /[*>]/.test(s.subject) ||
+    !s.subject.startsWith('events.') ||
+    s.subject.startsWith('events._')
+  )
     return {
       ok: false,
       why: `its source subject ${s.subject} names no single subject (the event was judged from the reorder buffer); publish it again to events.<key>`,

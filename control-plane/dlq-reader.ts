@@ -186,16 +186,22 @@ export class DlqReader {
   async list(q: DlqListQuery, signal?: AbortSignal): Promise<DlqListing> {
     const deadline = Date.now() + q.waitMs;
     let query = q;
+    let before = -1;
+    const aborted = (): boolean => signal?.aborted === true;
     for (;;) {
       const page = await this.page(query);
-      if (page.letters.length > 0 || q.waitMs === 0) return page;
+      if (page.letters.length > 0 || q.waitMs === 0 || q.limit === 0) return page;
+      // A cursor that did not move (letters past it, but none this query can take, e.g. past
+      // `until`) would be read again at once, forever: the wait ends there, as at the deadline.
+      if (page.cursor === before || Date.now() >= deadline || aborted()) return page;
+      before = page.cursor;
       // Wait until something is stored past the cursor, then read again from there.
       let last = page.state.lastSeq;
-      while (last <= page.cursor && Date.now() < deadline && signal?.aborted !== true) {
+      while (last <= page.cursor && Date.now() < deadline && !aborted()) {
         await sleep(Math.min(this.pollMs, Math.max(0, deadline - Date.now())));
         last = (await this.state()).lastSeq;
       }
-      if (last <= page.cursor || signal?.aborted === true) return page;
+      if (last <= page.cursor || aborted()) return page;
       query = { ...q, after: page.cursor };
     }
   }
@@ -209,7 +215,8 @@ export class DlqReader {
       return { letters, cursor: Math.max(hi, 0), more, state };
     }
     const letters: DeadLetter[] = [];
-    let cursor = Math.max(Math.min(lo - 1, hi), 0);
+    // With limit 0 the answer is only the cursor: the end of what the query covers.
+    let cursor = q.limit === 0 ? Math.max(hi, 0) : Math.max(Math.min(lo - 1, hi), 0);
     let more = false;
     let scanned = 0;
     if (q.limit > 0) {
@@ -327,10 +334,14 @@ export class DlqReader {
     return out;
   }
 
-  /** The letters a replay names, whole; sequences `DLQ` does not hold are `missing`. */
+  /**
+   * The letters a replay names, whole; sequences `DLQ` does not hold are `missing`. `cursor`: the
+   * last `DLQ` sequence a selection by filter covered (0 for one by sequences), where the next
+   * replay of the same filter goes on from when `more` says it stopped at its limit.
+   */
   async select(
     sel: ReplaySelection,
-  ): Promise<{ letters: DeadLetter[]; missing: number[]; more: boolean }> {
+  ): Promise<{ letters: DeadLetter[]; missing: number[]; more: boolean; cursor: number }> {
     if (sel.kind === 'seqs') {
       const letters: DeadLetter[] = [];
       const missing: number[] = [];
@@ -348,7 +359,7 @@ export class DlqReader {
             }),
           );
       }
-      return { letters, missing, more: false };
+      return { letters, missing, more: false, cursor: 0 };
     }
     const page = await this.page({
       ...sel.filter,
@@ -358,7 +369,7 @@ export class DlqReader {
       payload: 'base64',
       waitMs: 0,
     });
-    return { letters: page.letters, missing: [], more: page.more };
+    return { letters: page.letters, missing: [], more: page.more, cursor: page.cursor };
   }
 
   /**

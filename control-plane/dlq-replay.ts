@@ -23,6 +23,11 @@ export interface ReplayReport {
   readonly wouldReplay: number;
   /** The selection stopped at its limit: more letters match. */
   readonly more: boolean;
+  /**
+   * With `more`: the last `DLQ` sequence this replay covered; the same filter with
+   * `"after": cursor` goes on from there (0 for a replay by sequences).
+   */
+  readonly cursor: number;
   readonly results: readonly ReplayOutcome[];
 }
 
@@ -31,6 +36,7 @@ export function replayReport(
   outcomes: readonly ReplayOutcome[],
   dryRun: boolean,
   more: boolean,
+  cursor = 0,
 ): ReplayReport {
   const results = [...outcomes].sort((a, b) => a.seq - b.seq);
   const count = (o: ReplayOutcome['outcome']) => results.filter((r) => r.outcome === o).length;
@@ -42,6 +48,7 @@ export function replayReport(
     failed: count('failed'),
     wouldReplay: count('would-replay'),
     more,
+    cursor,
     results,
   };
 }

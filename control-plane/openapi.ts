@@ -499,6 +499,12 @@ export const OPENAPI = {
                 rule: { type: 'string' },
                 since: { oneOf: [{ type: 'integer' }, { type: 'string' }] },
                 until: { oneOf: [{ type: 'integer' }, { type: 'string' }] },
+                after: {
+                  type: 'integer',
+                  minimum: 0,
+                  description:
+                    'go on after this DLQ sequence (the cursor of a replay that had more)',
+                },
                 limit: { type: 'integer', minimum: 1, maximum: 10000, default: 1000 },
                 dryRun: { type: 'boolean' },
               },
@@ -577,6 +583,11 @@ export const OPENAPI = {
           failed: { type: 'integer' },
           wouldReplay: { type: 'integer', description: 'dry run: would go back' },
           more: { type: 'boolean', description: 'the selection stopped at limit' },
+          cursor: {
+            type: 'integer',
+            description:
+              'the last DLQ sequence a filter covered; with more, pass it as after (0 for seqs)',
+          },
           results: {
             type: 'array',
             items: {

@@ -148,7 +148,7 @@ export function mountDlqRoutes(
       const sel = replaySelection(body, Date.now());
       const dryRun = body.dryRun === true;
       const r = dlq();
-      const { letters, missing, more } = await nats(r.select(sel));
+      const { letters, missing, more, cursor } = await nats(r.select(sel));
       const missed = missing.map((seq): ReplayOutcome => ({
         seq,
         outcome: 'failed',
@@ -158,6 +158,7 @@ export function mountDlqRoutes(
         [...missed, ...(await replayLetters(ctx.js(), letters, dryRun))],
         dryRun,
         more,
+        cursor,
       );
       if (!dryRun) {
         const seqs = report.results.map((x) => x.seq);

@@ -20,7 +20,7 @@ import {
   parseExpectedVersion,
   type ExpectedVersion,
 } from './http-support.js';
-import { recentEvents } from './event-sample.js';
+import { recentEvents, type SampledEvent } from './event-sample.js';
 import { jsonDiff } from './json-diff.js';
 import { checkModelVersion } from './routes-models.js';
 
@@ -166,8 +166,15 @@ export function mountRuleRoutes(router: Router, ctx: ApiContext): void {
       const rs = ctx.log().ruleSet;
       const outcome = applyControl(rs, message, rs.controlSeq + 1, ctx.options.limits);
       if (!outcome.ok) throw invalid('the change', outcome.problems);
-      const events =
-        sample === 0 ? [] : await recentEvents(ctx.js(), ctx.jsm(), ctx.options.partitions, sample);
+      // The sample only adds warnings: without NATS the rule is still judged, without them.
+      let events: SampledEvent[] = [];
+      let sampleError: string | undefined;
+      if (sample > 0)
+        try {
+          events = await recentEvents(ctx.js(), ctx.jsm(), ctx.options.partitions, sample);
+        } catch (e) {
+          sampleError = `EVENTS could not be sampled: ${(e as Error).message}`;
+        }
       const ids = [...new Set(outcome.changes.map((c) => c.ruleId))];
       const warnings = keyCoverage(outcome.ruleSet, ids, events, ctx.options.limits)
         .filter((c) => c.keyMissing > 0)
@@ -179,7 +186,10 @@ export function mountRuleRoutes(router: Router, ctx: ApiContext): void {
       res.json({
         valid: true,
         changes: outcome.changes,
-        sample: { events: events.length },
+        sample: {
+          events: events.length,
+          ...(sampleError === undefined ? {} : { error: sampleError }),
+        },
         warnings,
       });
     }),

@@ -222,6 +222,15 @@ describe('dead letters through the REST API', () => {
     expect(Date.now() - t1).toBeLessThan(15_000);
     expect(got.body.letters.map((l: Letter) => l.preview)).toEqual(['still not json']);
     expect(got.body.cursor).toBe(got.body.letters[0].seq);
+    // Letters past the cursor that the query cannot take (limit 0; past `until`) end the wait
+    // at once rather than being read again and again until the client hangs up.
+    const end = (await api('GET', '/dlq?limit=0', { token: R })).body.cursor as number;
+    const zero = await api('GET', `/dlq?after=1&limit=0&wait=20000`, { token: R });
+    expect(zero.body).toMatchObject({ letters: [], cursor: end });
+    const t2 = Date.now();
+    const until = await api('GET', `/dlq?after=1&until=1&wait=20000`, { token: R });
+    expect(until.body.letters).toEqual([]);
+    expect(Date.now() - t2).toBeLessThan(15_000);
   });
 
   it('replays a fixed letter to its source subject once, records who did it, and refuses what it cannot replay', async () => {

@@ -303,6 +303,15 @@ describe('REST API: rules', () => {
     expect(
       (await api('POST', '/rules/validate?sample=x', { token: R, body: bigRule(5) })).status,
     ).toBe(400);
+    // Sampling EVENTS leaves no consumer behind on the server.
+    const consumers = async () => (await servers.jsm.streams.info('EVENTS')).state.consumer_count;
+    const before = await consumers();
+    for (let i = 0; i < 3; i++)
+      expect(
+        (await api('POST', '/rules/validate', { token: R, body: { id: 'fresh', ...bigRule(5) } }))
+          .status,
+      ).toBe(200);
+    expect(await consumers()).toBe(before);
     const msg = await api('POST', '/rules/validate', {
       token: R,
       body: { message: { op: 'delete-rule', id: 'nope' } },

@@ -54,6 +54,21 @@ describe("clientSettings: the CLI finds npm start's session under .vigil/", () =
     expect([fromConfig.url, fromConfig.nats]).toEqual(['http://h:5', 'nats://h:6']);
   });
 
+  it("sends the session's token only to the session's service", () => {
+    session({ 'api-url': 'http://127.0.0.1:18080\n', 'api-token': 'tok\n' });
+    expect(clientSettings({ url: 'https://vigil.example.com' }, env, dir).token).toBeUndefined();
+    expect(clientSettings({ url: 'http://127.0.0.1:8080' }, env, dir).token).toBeUndefined();
+    expect(clientSettings({ url: 'http://127.0.0.1:18080/' }, env, dir).token).toBe('tok');
+    // Given explicitly, a token goes wherever the URL says.
+    expect(
+      clientSettings({ url: 'https://vigil.example.com', token: 'mine' }, env, dir).token,
+    ).toBe('mine');
+    // A session from before api-url existed: its token only to this machine.
+    rmSync(join(dir, '.vigil', 'api-url'));
+    expect(clientSettings({}, env, dir).token).toBe('tok');
+    expect(clientSettings({ url: 'http://10.0.0.7:8080' }, env, dir).token).toBeUndefined();
+  });
+
   it('an empty file is as if there were none', () => {
     session({ 'api-url': '\n', 'api-token': '', 'nats-url': '' });
     expect(clientSettings({}, env, dir)).toEqual({

@@ -124,6 +124,19 @@ describe('dead letters: what a DLQ message says', () => {
     expect(why({ ...sinkHeaders, 'Vigil-Source-Stream': 'ALERTS' })).toMatch(
       /only dead letters from EVENTS/,
     );
+    // Records no replay can make valid, and Vigil's own records, never go back.
+    for (const reason of [
+      'wrong-partition',
+      'reserved-key',
+      'bad-subject',
+      'bad-marker',
+      'bad-tick',
+      'forged-marker',
+    ])
+      expect(why({ ...sinkHeaders, 'Vigil-Reason': reason }), reason).toMatch(/is not replayed/);
+    expect(why({ ...sinkHeaders, 'Vigil-Source-Subject': 'events._vigil.3' })).toMatch(
+      /names no single subject/,
+    );
   });
 });
 
