@@ -4,24 +4,16 @@
 // sources through tsx saves about half a second per thread at start-up, which counts in recovery
 // after a crash (each worker thread loads its modules again). Plain JavaScript, like
 // ensure-deps.mjs, so that it runs without tsx.
-import { readdirSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { build } from 'esbuild';
+import { CODE_FOLDERS, sourceFiles } from './source-files.mjs';
 
-const FOLDERS = ['rules', 'protocol', 'jetstream', 'service', 'control-plane', 'app', 'scripts'];
-
-/** The TypeScript files of a folder and its subfolders (tests live elsewhere). */
-function sources(dir) {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
-    const path = join(dir, e.name);
-    if (e.isDirectory()) return sources(path);
-    return e.name.endsWith('.ts') && !e.name.endsWith('.d.ts') ? [path] : [];
-  });
-}
+const FOLDERS = [...CODE_FOLDERS, 'scripts'];
 
 const started = Date.now();
 rmSync('dist', { recursive: true, force: true });
-const entryPoints = FOLDERS.flatMap(sources);
+const entryPoints = FOLDERS.flatMap((f) => sourceFiles(f));
 await build({
   entryPoints,
   outdir: 'dist',

@@ -1,30 +1,13 @@
 // Fails when the import graph of our TypeScript has a cycle (run by `npm run lint`). ESLint's
 // no-restricted-imports keeps each folder to the layers below it; this catches the cycles inside a
 // folder that a layer rule cannot see. Plain JavaScript so that it runs without tsx.
-import { readdirSync, readFileSync, existsSync } from 'node:fs';
-import { dirname, join, relative, resolve } from 'node:path';
+import { readFileSync, existsSync } from 'node:fs';
+import { dirname, relative, resolve } from 'node:path';
+import { CODE_FOLDERS, sourceFiles } from './source-files.mjs';
 
-const ROOTS = [
-  'rules',
-  'protocol',
-  'jetstream',
-  'service',
-  'control-plane',
-  'app',
-  'scripts',
-  'bench',
-  'test',
-];
+const ROOTS = [...CODE_FOLDERS, 'scripts', 'bench', 'test'];
 const SPEC =
   /(?:^|\n)\s*(?:import|export)\b[^'"]*?\bfrom\s+['"](\.\.?\/[^'"]+)['"]|\bimport\(\s*['"](\.\.?\/[^'"]+)['"]\s*\)/g;
-
-function sources(dir) {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
-    const path = join(dir, e.name);
-    if (e.isDirectory()) return sources(path);
-    return /\.(ts|mjs)$/.test(e.name) && !e.name.endsWith('.d.ts') ? [resolve(path)] : [];
-  });
-}
 
 /** The file a relative specifier names: `./x.js` is `./x.ts` in the sources. */
 function target(from, spec) {
@@ -34,7 +17,9 @@ function target(from, spec) {
   return existsSync(ts) ? ts : undefined;
 }
 
-const files = ROOTS.filter((r) => existsSync(r)).flatMap(sources);
+const files = ROOTS.filter((r) => existsSync(r))
+  .flatMap((r) => sourceFiles(r, /\.(ts|mjs)$/))
+  .map((f) => resolve(f));
 const edges = new Map(
   files.map((f) => {
     const text = readFileSync(f, 'utf8');

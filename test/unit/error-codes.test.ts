@@ -1,20 +1,13 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ERROR_CODES, ErrorCode, VigilError } from '../../rules/index.js';
 import { ServiceError, ServiceErrorCode } from '../../service/index.js';
 import { ApiError, ApiErrorCode } from '../../control-plane/index.js';
 import { CliError, EXIT } from '../../control-plane/cli-client.js';
+import { CODE_FOLDERS, sourceFiles } from '../../scripts/source-files.mjs';
 
 const root = join(import.meta.dirname, '..', '..');
-
-function sources(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
-    const path = join(dir, e.name);
-    if (e.isDirectory()) return sources(path);
-    return e.name.endsWith('.ts') ? [path] : [];
-  });
-}
 
 /** The rows of the table in docs/operations.md "Error codes": code → [where, retry helps]. */
 function documented(): Map<string, [string, string]> {
@@ -42,16 +35,8 @@ describe('the error-code catalogue', () => {
 
   it('holds every code the sources raise', () => {
     const used = new Set<string>();
-    for (const folder of [
-      'rules',
-      'protocol',
-      'jetstream',
-      'service',
-      'control-plane',
-      'app',
-      'scripts',
-    ])
-      for (const f of sources(join(root, folder)))
+    for (const folder of [...CODE_FOLDERS, 'scripts'])
+      for (const f of sourceFiles(join(root, folder)))
         for (const m of readFileSync(f, 'utf8').matchAll(/VIGIL_E_[A-Z_]+/g)) used.add(m[0]);
     const unknown = [...used].filter((c) => !Object.hasOwn(ERROR_CODES, c));
     expect(unknown).toEqual([]);
