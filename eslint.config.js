@@ -1,6 +1,7 @@
 // @ts-check
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
+import { CODE_FOLDERS } from './scripts/source-files.mjs';
 
 /** Packages and Node modules that do I/O: `rules/` is pure and may import none of them. */
 const ioModules = [
@@ -22,7 +23,7 @@ const ioModules = [
 ];
 
 /** The code folders, lowest first: each may import only those below it, through their index. */
-const LAYERS = ['rules', 'protocol', 'jetstream', 'service', 'control-plane', 'app'];
+const LAYERS = CODE_FOLDERS;
 
 /**
  * Import restrictions of one folder: the folders in `below` through their public index only
