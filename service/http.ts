@@ -22,7 +22,10 @@ export async function startHttp(
   });
   app.get('/readyz', (_req, res) => {
     const workers = pool.status();
-    res.status(pool.ready ? 200 : 503).json({ ready: pool.ready, workers });
+    const ready = pool.ready;
+    // With leases: whether ownership lets this process serve, and why not (`reason`).
+    const ownership = pool.ownershipStatus();
+    res.status(ready ? 200 : 503).json({ ready, ...(ownership && { ownership }), workers });
   });
   app.get('/metrics', (_req, res, next) => {
     (processMetrics ? processMetrics.exposition([own]) : pool.metrics([own]))

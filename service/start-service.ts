@@ -135,7 +135,11 @@ export async function startService(
   }
   pool.streamsReady();
   const ownership = startOwnership(pool, leases, options, log);
-  const processMetrics = await startProcessMetrics(pool, options);
+  const processMetrics = await startProcessMetrics(
+    pool,
+    options,
+    ownership && (() => ownership.storeFailures()),
+  );
   const http = await startHttp(
     pool,
     options.httpHost,

@@ -21,6 +21,7 @@ export class MemoryCheckpointStore implements CheckpointStore {
 
   private check(): void {
     if (this.closed) throw new Error('checkpoint store closed');
+    this.backend.answer();
   }
 
   async load(partition: number): Promise<StoredCheckpoint | undefined> {

@@ -25,6 +25,8 @@ export interface ProcessMetricSources {
   controlHead?(): Promise<number>;
   /** Entries and bytes of each partition's checkpointed keyed state. */
   stateSizes?(partitions: readonly number[]): Promise<{ keys: number; bytes: number }[]>;
+  /** Failed lease-store calls so far, by operation (the lease coordinator's count). */
+  leaseStoreFailures?(): ReadonlyMap<string, number>;
 }
 
 /**
@@ -46,7 +48,7 @@ export class ProcessMetrics {
   ) {
     this.ruleLabels = new RuleLabels(maxRuleLabels);
     const restartsSeen = this.restartsSeen;
-    const { controlHead, stateSizes } = sources;
+    const { controlHead, stateSizes, leaseStoreFailures } = sources;
     if (controlHead)
       new Gauge({
         name: 'vigil_control_seq_head',
@@ -104,6 +106,21 @@ export class ProcessMetrics {
         'bytes',
       );
     }
+    if (leaseStoreFailures) {
+      const seen = new Map<string, number>();
+      new Counter({
+        name: 'vigil_lease_store_failures_total',
+        help: 'Lease-store (Redis) calls of the main thread that failed, by operation: heartbeats and renewals while Redis is away',
+        labelNames: ['op'],
+        registers: [this.registry],
+        collect() {
+          for (const [op, n] of leaseStoreFailures()) {
+            this.inc({ op }, n - (seen.get(op) ?? 0));
+            seen.set(op, n);
+          }
+        },
+      });
+    }
     new Counter({
       name: 'vigil_worker_restarts_total',
       help: 'Worker threads restarted after they died, by worker',
@@ -143,6 +160,7 @@ export const stateKey = (partition: number, prefix = 'vigil:'): string =>
 export async function startProcessMetrics(
   pool: WorkerPool,
   options: VigilOptions,
+  leaseStoreFailures?: () => ReadonlyMap<string, number>,
 ): Promise<ProcessMetrics> {
   const nc: NatsConnection = await connect({
     ...natsConnection(options),
@@ -159,6 +177,7 @@ export async function startProcessMetrics(
     // Reconnects by itself; a failed lookup only leaves the gauges as they were.
   });
   const sources: ProcessMetricSources = {
+    ...(leaseStoreFailures && { leaseStoreFailures }),
     controlHead: async () => (await jsm.streams.info(Streams.control)).state.last_seq,
     ...(redis && {
       async stateSizes(partitions: readonly number[]) {

@@ -7,31 +7,95 @@ export interface HeldLease {
   renewedAt: number;
 }
 
+/** Whether this process's partition ownership lets it judge events now, and why not (`/readyz`). */
+export interface OwnershipStatus {
+  readonly ready: boolean;
+  /** Why it is not ready; absent when it is. */
+  readonly reason?: string;
+  /** Partitions whose lease this process holds. */
+  readonly held: number;
+  /** Its share of the partitions, as of its last rebalance step; absent before the first. */
+  readonly share?: number;
+  /** Since when (ISO time) the lease store has not answered; absent while it answers. */
+  readonly storeUnreachableSince?: string;
+}
+
 /**
  * The leases this process holds, between the two sides that use them: the lease coordinator takes,
  * renews, loses and gives them up; the worker pool runs their partitions and, through this
  * object, reports a partition a worker dropped because its checkpoint was fenced, asks a new token
- * for each partition of a worker it restarts, and reads whether ownership is settled. Made first
- * and handed to both, so that neither is given the other after it is made.
+ * for each partition of a worker it restarts, and reads whether ownership lets it serve. Made
+ * first and handed to both, so that neither is given the other after it is made.
  */
 export class HeldLeases {
   private readonly held = new Map<number, HeldLease>();
   private settled = false;
   private replacedBy: InstanceReplacedError | undefined;
+  private share: number | undefined;
+  private unreachableSince: number | undefined;
 
   constructor(
     private readonly store: Pick<LeaseStore, 'reissue'>,
     private readonly log: (level: 'info' | 'warn', message: string) => void,
   ) {}
 
-  /** True once the coordinator's first rebalance step ran, and while this process has not been replaced. */
+  /** {@link status}'s `ready`. */
   get ready(): boolean {
-    return this.settled && this.replacedBy === undefined;
+    return this.status().ready;
+  }
+
+  /**
+   * Ready means this process judges events now: its first rebalance step ran, it has not been
+   * replaced, the lease store answers (else its leases may be gone any moment, and it cannot take
+   * any), and it holds a partition unless its share is none (more processes than partitions): a
+   * process that lost every lease, or waits for its share to be handed over, judges nothing.
+   */
+  status(): OwnershipStatus {
+    const held = this.held.size;
+    const base = {
+      held,
+      ...(this.share === undefined ? {} : { share: this.share }),
+      ...(this.unreachableSince === undefined
+        ? {}
+        : { storeUnreachableSince: new Date(this.unreachableSince).toISOString() }),
+    };
+    const reason =
+      this.replacedBy !== undefined
+        ? `instance ${this.replacedBy.instanceId} was taken over by a newer process`
+        : this.unreachableSince !== undefined
+          ? `lease store unreachable since ${new Date(this.unreachableSince).toISOString()}`
+          : !this.settled
+            ? 'registering with the lease store'
+            : held === 0 && this.share === undefined
+              ? 'holds no partition yet (another process is rebalancing)'
+              : held === 0 && this.share !== 0
+                ? `holds no partition; its share is ${this.share} (waiting for partitions to be released or their leases to expire)`
+                : undefined;
+    return reason === undefined ? { ready: true, ...base } : { ready: false, reason, ...base };
   }
 
   /** The first rebalance step ran. */
   settle(): void {
     this.settled = true;
+  }
+
+  /** This process's share, from its last rebalance step. */
+  assign(share: number): void {
+    this.share = share;
+  }
+
+  /** The lease store stopped answering at `at` (ms since the epoch). False when it was known already. */
+  unreachable(at: number): boolean {
+    if (this.unreachableSince !== undefined) return false;
+    this.unreachableSince = at;
+    return true;
+  }
+
+  /** The lease store answers again: since when it did not, or undefined when it did all along. */
+  reachable(): number | undefined {
+    const since = this.unreachableSince;
+    this.unreachableSince = undefined;
+    return since;
   }
 
   /** The instance that replaced this process, if one did. */

@@ -243,6 +243,9 @@ export class RedisLeaseStore implements LeaseStore {
       enableAutoPipelining: true,
       // A stalled Redis must not hold a renewal round forever.
       commandTimeout: ttlMs,
+      // Back soon after Redis is: well within the registration TTL, during which the others
+      // presume this process alive after an outage (ioredis' default waits up to 2 s).
+      retryStrategy: (times) => Math.min(times * 50, 1000, Math.max(50, Math.floor(ttlMs / 5))),
     });
     this.redis.on('error', () => {
       // Reconnects by itself; failures surface on the commands.

@@ -1,3 +1,4 @@
+import { ServiceError, ServiceErrorCode } from '../errors.js';
 import type { LeaseHolder } from './lease-store.js';
 
 /** A lease as a `MemoryStoreBackend` holds it: its holder and when it expires. */
@@ -42,7 +43,7 @@ export interface MemoryCheckpoint {
  * ties them as one Redis does: a new token exceeds the fence of the stored checkpoint
  * ({@link nextToken}), and a checkpoint write under a token older than the last one handed out is
  * refused. For unit tests; `now` is the store's clock (Redis' in production), so a test can move
- * time by hand.
+ * time by hand, and {@link refusing} makes it an unreachable Redis.
  */
 export class MemoryStoreBackend {
   readonly leases = new Map<number, MemoryLease>();
@@ -53,8 +54,26 @@ export class MemoryStoreBackend {
   readonly checkpoints = new Map<number, MemoryCheckpoint>();
   readonly ruleSets = new Map<number, string>();
   private rebalance: MemoryLock | undefined;
+  /**
+   * While true, every call of a store on this backend fails, as on a Redis that is down or cut
+   * off; what it holds stays, and its leases and registrations go on expiring by its clock (a
+   * Redis restarted from its append-only file has the keys of before, less those whose time
+   * passed).
+   */
+  refusing = false;
 
   constructor(readonly now: () => number = () => Date.now()) {}
+
+  /**
+   * Called by the stores at the start of every operation.
+   * @throws ServiceError (VIGIL_E_REDIS, retryable) while {@link refusing}
+   */
+  answer(): void {
+    if (this.refusing)
+      throw new ServiceError(ServiceErrorCode.Redis, 'connect ECONNREFUSED (store unreachable)', {
+        retryable: true,
+      });
+  }
 
   /**
    * The lease of `p` unless it expired (an expired one is dropped, as Redis drops the key: once

@@ -18,6 +18,7 @@ export class MemoryLeaseStore implements LeaseStore {
 
   private check(): void {
     if (this.closed) throw new Error('lease store closed');
+    this.backend.answer();
   }
 
   private holds(p: number, token: number): boolean {

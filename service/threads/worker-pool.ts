@@ -3,6 +3,7 @@ import { AggregatorRegistry, type Registry } from 'prom-client';
 import { ActivationLog } from '../control/activation-log.js';
 import type { VigilOptions } from '../config.js';
 import { GcPauseLog } from '../metrics/gc-pauses.js';
+import type { OwnershipStatus } from '../ownership/held-leases.js';
 import type { FromWorker, ToWorker, WorkerInit } from './worker-protocol.js';
 import type { PartitionStart, ServiceStatus, WorkerStatus } from '../status.js';
 
@@ -59,15 +60,18 @@ export interface PoolOwnership {
    * partitions start again; undefined keeps the old one.
    */
   reissue(p: number, token: number): Promise<number | undefined>;
-  /** Whether partition ownership is settled enough to serve (the lease coordinator's first round). */
-  readonly ready: boolean;
+  /**
+   * Whether partition ownership lets this process judge events now, and why not (the lease store
+   * unreachable, no partition held while its share is some); undefined without leases.
+   */
+  status(): OwnershipStatus | undefined;
 }
 
-/** Ownership without leases: nothing is fenced or reissued, and it is settled from the start. */
+/** Ownership without leases: nothing is fenced or reissued, and every partition is this process's. */
 export const NO_OWNERSHIP: PoolOwnership = {
   fenced: () => {},
   reissue: () => Promise.resolve(undefined),
-  ready: true,
+  status: () => undefined,
 };
 
 interface Slot {
@@ -169,10 +173,19 @@ export class WorkerPool implements ServiceStatus {
     return this.slots.flatMap((s) => [...s.partitions.keys()]).sort((a, b) => a - b);
   }
 
-  /** Every worker caught up with CONTROL and checkpointing, every partition held here running. */
+  /** What ownership says of this process's readiness (`/readyz`); undefined without leases. */
+  ownershipStatus(): OwnershipStatus | undefined {
+    return this.ownership.status();
+  }
+
+  /**
+   * This process judges events now: ownership allows it (the lease store answers, and it holds a
+   * partition unless its share is none), every worker caught up with CONTROL and checkpointing,
+   * every partition held here running.
+   */
   get ready(): boolean {
     return (
-      this.ownership.ready &&
+      (this.ownership.status()?.ready ?? true) &&
       this.slots.every(
         (s) =>
           s.ready && s.checkpointsOk && s.natsConnected && s.started.size === s.partitions.size,

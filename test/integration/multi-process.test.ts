@@ -12,11 +12,18 @@ import {
   startTestServers,
   type TestServers,
 } from './servers.js';
-import { ServiceProcess } from './service-process.js';
+import type { ServiceProcess } from './service-process.js';
+import {
+  balanced,
+  holding,
+  leaseMember,
+  listening,
+  RENEW_MS,
+  TTL_MS,
+  type ReadyBody,
+} from './lease-processes.js';
 
 const OUT_OF_ORDER_MS = 50;
-const TTL_MS = 1500;
-const RENEW_MS = 300;
 const decoder = new TextDecoder();
 
 let servers: TestServers | undefined;
@@ -36,64 +43,12 @@ function member(
   id: string,
   env: Record<string, string> = {},
 ): ServiceProcess {
-  const p = new ServiceProcess(s, partitions, {
-    VIGIL_INSTANCE_ID: id,
-    VIGIL_LEASE_TTL_MS: String(TTL_MS),
-    VIGIL_LEASE_RENEW_MS: String(RENEW_MS),
+  const p = leaseMember(s, partitions, id, {
     VIGIL_OUT_OF_ORDER_MS: String(OUT_OF_ORDER_MS),
     ...env,
   });
   processes.push(p);
   return p;
-}
-
-interface Holding {
-  readonly held: number[];
-  readonly running: number[];
-}
-
-/** The partitions a process holds, and those of them running, from its /readyz. */
-async function holding(p: ServiceProcess): Promise<Holding> {
-  const body = (await (await fetch(`${p.url}/readyz`)).json()) as {
-    workers: { partitions: number[]; starting: number[] }[];
-  };
-  const held = body.workers.flatMap((w) => w.partitions).sort((a, b) => a - b);
-  const starting = new Set(body.workers.flatMap((w) => w.starting));
-  return { held, running: held.filter((x) => !starting.has(x)) };
-}
-
-/**
- * Waits until the processes hold every partition once, each running, with shares of ⌊P/k⌋ or
- * ⌈P/k⌉, unchanged over several renewal intervals (so a rebalance is over). Returns the holdings.
- */
-async function balanced(ps: ServiceProcess[], partitions: number): Promise<number[][]> {
-  const lo = Math.floor(partitions / ps.length);
-  const hi = Math.ceil(partitions / ps.length);
-  let last = '';
-  let since = Date.now();
-  let result: number[][] = [];
-  await eventually(
-    async () => {
-      const hs = await Promise.all(ps.map(holding));
-      const all = hs.flatMap((h) => h.running).sort((a, b) => a - b);
-      const ok =
-        all.length === partitions &&
-        all.every((p, i) => p === i) &&
-        hs.every((h) => h.held.length === h.running.length) &&
-        hs.every((h) => h.held.length >= lo && h.held.length <= hi);
-      const key = JSON.stringify(hs.map((h) => h.held));
-      if (!ok || key !== last) {
-        last = key;
-        since = Date.now();
-        return false;
-      }
-      result = hs.map((h) => h.held);
-      return Date.now() - since >= 4 * RENEW_MS;
-    },
-    30_000,
-    `${ps.length} processes to share ${partitions} partitions evenly`,
-  );
-  return result;
 }
 
 async function publishEvents(
@@ -340,9 +295,18 @@ describe('ownership across processes: leases with fencing tokens', () => {
     // Another instance id gets nothing until the TTL: the dead one's leases still count.
     await again.kill('SIGKILL');
     const other = member(s, P, 'proc-z', long);
-    await other.ready();
+    await listening(other);
     await new Promise((r) => setTimeout(r, 2000));
     expect((await holding(other)).held).toEqual([]);
+    // It judges nothing while its share (2: the dead one is still a member) is held there: not ready.
+    const res = await fetch(`${other.url}/readyz`);
+    expect(res.status).toBe(503);
+    expect(((await res.json()) as ReadyBody).ownership).toMatchObject({
+      ready: false,
+      reason: expect.stringMatching(/^holds no partition; its share is 2/) as string,
+      held: 0,
+      share: 2,
+    });
   });
 
   it('balanced assignment: 1 → 2 → 3 processes and back to 2; only the partitions that must move do, each after a final checkpoint', async () => {

@@ -1,105 +1,23 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { CheckpointFencedError } from '../../service/checkpoint/checkpoint-store.js';
 import { MemoryCheckpointStore } from '../../service/checkpoint/memory-checkpoint-store.js';
-import { HeldLeases } from '../../service/ownership/held-leases.js';
-import {
-  LeaseCoordinator,
-  type PartitionHost,
-  type StopReason,
-} from '../../service/ownership/lease-coordinator.js';
-import type { LeaseHolder, LeaseStore } from '../../service/ownership/lease-store.js';
-import { MemoryStoreBackend } from '../../service/ownership/memory-backend.js';
 import { MemoryLeaseStore } from '../../service/ownership/memory-lease-store.js';
 import { checkpointAt } from '../contract/lease-store.contract.js';
-
-const P = 4;
-const TTL = 1000;
-const RENEW = 200;
-
-/** What happened on the hosts of every process, in order. */
-type HostEvent = { readonly who: string; readonly p: number; readonly at: number } & (
-  | { readonly op: 'start'; readonly token: number }
-  | { readonly op: 'stop'; readonly reason: StopReason }
-);
-
-/** A lease store whose link to the store can go down (every call fails) or stall (every call hangs). */
-class FaultyLeaseStore implements LeaseStore {
-  mode: 'up' | 'down' | 'stalled' = 'up';
-  constructor(private readonly inner: LeaseStore) {}
-  get instanceId(): string {
-    return this.inner.instanceId;
-  }
-  private call<T>(fn: () => Promise<T>): Promise<T> {
-    if (this.mode === 'down') return Promise.reject(new Error('connection refused'));
-    if (this.mode === 'stalled') return new Promise<T>(() => {});
-    return fn();
-  }
-  connected = (t?: number): Promise<void> => this.call(() => this.inner.connected(t));
-  heartbeat = (claim?: boolean): Promise<string[]> => this.call(() => this.inner.heartbeat(claim));
-  leave = (): Promise<void> => this.call(() => this.inner.leave());
-  acquire = (p: number): Promise<number | undefined> => this.call(() => this.inner.acquire(p));
-  reissue = (p: number, t: number): Promise<number | undefined> =>
-    this.call(() => this.inner.reissue(p, t));
-  renew = (p: number, t: number): Promise<boolean> => this.call(() => this.inner.renew(p, t));
-  release = (p: number, t: number): Promise<boolean> => this.call(() => this.inner.release(p, t));
-  holders = (n: number): Promise<(LeaseHolder | undefined)[]> =>
-    this.call(() => this.inner.holders(n));
-  lock = (ms: number): Promise<boolean> => this.call(() => this.inner.lock(ms));
-  unlock = (): Promise<void> => this.call(() => this.inner.unlock());
-  close = (): Promise<void> => this.inner.close();
-}
-
-let backend: MemoryStoreBackend;
-let events: HostEvent[];
-
-/** One process: its lease store (faulty on demand), its leases, its coordinator and what its host ran. */
-function member(instanceId: string, incarnation = 'i1') {
-  const store = new FaultyLeaseStore(new MemoryLeaseStore(backend, instanceId, incarnation, TTL));
-  const logs: string[] = [];
-  const log = (level: string, message: string): void => void logs.push(`${level} ${message}`);
-  const running = new Map<number, number>();
-  const host: PartitionHost = {
-    start(p, token) {
-      events.push({ who: instanceId + incarnation, op: 'start', p, token, at: Date.now() });
-      running.set(p, token);
-    },
-    async stop(p, reason) {
-      events.push({ who: instanceId + incarnation, op: 'stop', p, reason, at: Date.now() });
-      running.delete(p);
-    },
-  };
-  const held = new HeldLeases(store, log);
-  const coordinator = new LeaseCoordinator(store, held, host, {
-    partitions: P,
-    ttlMs: TTL,
-    renewMs: RENEW,
-    log,
-  });
-  const who = instanceId + incarnation;
-  const stops = (reason: StopReason): number[] =>
-    events.flatMap((e) => (e.who === who && e.op === 'stop' && e.reason === reason ? [e.p] : []));
-  return { store, held, coordinator, running, logs, stops, who };
-}
-
-const sorted = (m: Map<number, number>): number[] => [...m.keys()].sort((a, b) => a - b);
-
-/** Lets `ms` pass, one renewal interval at a time, checking no partition is held by two processes. */
-async function elapse(ms: number, ...ps: ReturnType<typeof member>[]): Promise<void> {
-  for (let t = 0; t < ms; t += RENEW) {
-    await vi.advanceTimersByTimeAsync(RENEW);
-    const seen = new Map<number, string>();
-    for (const x of ps)
-      for (const p of x.running.keys()) {
-        expect(seen.get(p), `partition ${p} runs in two processes`).toBeUndefined();
-        seen.set(p, x.who);
-      }
-  }
-}
+import {
+  elapse,
+  member,
+  P,
+  RENEW,
+  resetWorld,
+  sorted,
+  TTL,
+  world,
+  type HostEvent,
+} from './lease-members.js';
 
 beforeEach(() => {
   vi.useFakeTimers();
-  backend = new MemoryStoreBackend();
-  events = [];
+  resetWorld();
 });
 
 afterEach(() => {
@@ -115,8 +33,8 @@ describe('LeaseCoordinator', () => {
     expect(a.held.ready).toBe(true);
     expect(a.coordinator.leases()).toEqual(new Map([0, 1, 2, 3].map((p) => [p, 1])));
     expect(a.running).toEqual(a.coordinator.leases());
-    expect(backend.members.has('a')).toBe(true);
-    expect([...backend.leases.values()].map((l) => l.holder.instanceId)).toEqual(
+    expect(world.backend.members.has('a')).toBe(true);
+    expect([...world.backend.leases.values()].map((l) => l.holder.instanceId)).toEqual(
       Array(P).fill('a'),
     );
     // Renewals keep the leases for many TTLs.
@@ -130,10 +48,16 @@ describe('LeaseCoordinator', () => {
     const b = member('b');
     await a.coordinator.start();
     await b.coordinator.start();
-    // Nothing was free: b is ready with no partition yet.
-    expect(b.coordinator.ready).toBe(true);
+    // Nothing was free: b holds no partition yet, and judges nothing: not ready, and it says why.
     expect(b.running.size).toBe(0);
+    expect(b.held.status()).toEqual({
+      ready: false,
+      reason: expect.stringContaining('holds no partition; its share is 2') as string,
+      held: 0,
+      share: 2,
+    });
     await elapse(5 * RENEW, a, b);
+    expect(b.coordinator.ready).toBe(true);
     expect(sorted(a.coordinator.leases())).toEqual([0, 1]);
     expect(sorted(b.coordinator.leases())).toEqual([2, 3]);
     // The highest-numbered ones were released (stopped with a checkpoint), never lost.
@@ -147,9 +71,9 @@ describe('LeaseCoordinator', () => {
       ]),
     );
     // Settled: nothing moves any more.
-    const before = events.length;
+    const before = world.events.length;
     await elapse(10 * RENEW, a, b);
-    expect(events.length).toBe(before);
+    expect(world.events.length).toBe(before);
   });
 
   it('a process that stops cleanly keeps renewing while its partitions checkpoint, then releases them and leaves; the others take them at once', async () => {
@@ -165,8 +89,8 @@ describe('LeaseCoordinator', () => {
     expect(sorted(a.coordinator.leases())).toEqual([0, 1]);
     await b.coordinator.release();
     expect(b.coordinator.leases().size).toBe(0);
-    expect(backend.members.has('b')).toBe(false);
-    expect(backend.lease(2)).toBeUndefined();
+    expect(world.backend.members.has('b')).toBe(false);
+    expect(world.backend.lease(2)).toBeUndefined();
     // Its store is closed.
     await expect(b.store.heartbeat()).rejects.toThrow();
     await elapse(2 * RENEW, a);
@@ -181,7 +105,7 @@ describe('LeaseCoordinator', () => {
     await b.coordinator.start();
     await elapse(5 * RENEW, a, b);
     const cutAt = Date.now();
-    const mark = events.length;
+    const mark = world.events.length;
     b.store.mode = 'down';
     await elapse(3 * TTL, a, b);
     expect(b.coordinator.leases().size).toBe(0);
@@ -190,7 +114,7 @@ describe('LeaseCoordinator', () => {
     expect(sorted(a.coordinator.leases())).toEqual([0, 1, 2, 3]);
     // b stopped each partition at least one renewal interval before a started it (a takes it
     // once b's lease expired; b gives it up one interval before that).
-    const after = events.slice(mark);
+    const after = world.events.slice(mark);
     for (const p of [2, 3]) {
       const lost = after.find((e) => e.who === 'bi1' && e.op === 'stop' && e.p === p);
       const taken = after.find((e) => e.who === 'ai1' && e.op === 'start' && e.p === p);
@@ -219,8 +143,8 @@ describe('LeaseCoordinator', () => {
     await a.coordinator.start();
     // Partition 1's lease is gone from the store (expired while this process stalled) and
     // another process took it.
-    backend.leases.delete(1);
-    const x = new MemoryLeaseStore(backend, 'x', 'i1', TTL);
+    world.backend.leases.delete(1);
+    const x = new MemoryLeaseStore(world.backend, 'x', 'i1', TTL);
     await x.heartbeat(true);
     expect(await x.acquire(1)).toBe(2);
     // Not a member (so shares stay as they are), yet its lease is not free.
@@ -259,13 +183,13 @@ describe('LeaseCoordinator', () => {
 
   it('a partition fenced out of its checkpoint is forgotten without another stop; the lease renewals go on for the rest', async () => {
     const a = member('a');
-    const checkpoints = new MemoryCheckpointStore(backend);
+    const checkpoints = new MemoryCheckpointStore(world.backend);
     await a.coordinator.start();
     const token = a.coordinator.leases().get(2) ?? 0;
     await checkpoints.save(2, checkpointAt(5), token);
     // A newer owner of partition 2 (its lease expired while this process was stalled).
-    backend.leases.delete(2);
-    const x = new MemoryLeaseStore(backend, 'x', 'i1', 10 * TTL);
+    world.backend.leases.delete(2);
+    const x = new MemoryLeaseStore(world.backend, 'x', 'i1', 10 * TTL);
     await x.heartbeat(true);
     await x.acquire(2);
     await x.leave();
@@ -283,7 +207,7 @@ describe('LeaseCoordinator', () => {
 
   it('reissue hands a held lease a new token, renewed from then on; the old token fences and reissues nothing', async () => {
     const a = member('a');
-    const checkpoints = new MemoryCheckpointStore(backend);
+    const checkpoints = new MemoryCheckpointStore(world.backend);
     await a.coordinator.start();
     const t1 = a.coordinator.leases().get(0) ?? 0;
     const t2 = await a.held.reissue(0, t1);
@@ -325,8 +249,21 @@ describe('LeaseCoordinator', () => {
     expect(a.running.size).toBe(P);
   });
 
+  it('finding the rebalance lock taken, a process short of its share tries again soon, not a renewal interval later', async () => {
+    // Another process (not a member) rebalances for 250 ms.
+    const other = new MemoryLeaseStore(world.backend, 'z', 'i1', TTL);
+    expect(await other.lock(250)).toBe(true);
+    const a = member('a');
+    await a.coordinator.start();
+    expect(a.running.size).toBe(0);
+    expect(a.held.status().reason).toBe('holds no partition yet (another process is rebalancing)');
+    // a's next renewal round is at 400 ms; it looks every 50 ms meanwhile.
+    await vi.advanceTimersByTimeAsync(320);
+    expect(a.running.size).toBe(P);
+  });
+
   it('waits for the rebalance lock another process holds', async () => {
-    const other = new MemoryLeaseStore(backend, 'z', 'i1', TTL);
+    const other = new MemoryLeaseStore(world.backend, 'z', 'i1', TTL);
     await other.heartbeat(true);
     expect(await other.lock(3 * RENEW)).toBe(true);
     const a = member('a');

@@ -58,12 +58,45 @@ describe('WorkerPool with the leases it is given', () => {
     await pool.abort();
   });
 
+  it('is not ready while the lease store does not answer, nor holding nothing while its share is some; /readyz says why', async () => {
+    const { pool, held } = await poolWithLeases([0, 1]);
+    held.settle();
+    held.assign(2);
+    expect(pool.ready).toBe(true);
+    expect(pool.ownershipStatus()).toEqual({ ready: true, held: 2, share: 2 });
+    const at = Date.parse('2030-01-02T03:04:05.000Z');
+    held.unreachable(at);
+    expect(pool.ready).toBe(false);
+    expect(pool.ownershipStatus()).toEqual({
+      ready: false,
+      reason: 'lease store unreachable since 2030-01-02T03:04:05.000Z',
+      held: 2,
+      share: 2,
+      storeUnreachableSince: '2030-01-02T03:04:05.000Z',
+    });
+    expect(held.reachable()).toBe(at);
+    expect(pool.ready).toBe(true);
+    // Every lease lost (its workers stopped the partitions): nothing judged here any more.
+    for (const p of [0, 1]) {
+      const lease = held.get(p);
+      if (lease) held.remove(p, lease);
+      void pool.stopPartition(p, 'lost');
+    }
+    expect(pool.ready).toBe(false);
+    expect(pool.ownershipStatus()?.reason).toMatch(/^holds no partition; its share is 2/);
+    // Its share is none: ready with nothing.
+    held.assign(0);
+    expect(pool.ready).toBe(true);
+    await pool.abort();
+  });
+
   it('without leases it is ready as soon as its workers are', async () => {
     workers.length = 0;
     const pool = new WorkerPool(options, () => {});
     pool.start();
     (workers[0] as FakeWorker).say({ op: 'ready' });
     expect(pool.ready).toBe(true);
+    expect(pool.ownershipStatus()).toBeUndefined();
     await pool.abort();
   });
 
