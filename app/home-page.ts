@@ -16,7 +16,10 @@ export const HOME_LINKS: readonly HomeLink[] = [
   },
   { path: '/metrics', what: 'Prometheus metrics' },
   { path: '/healthz', what: 'liveness' },
-  { path: '/readyz', what: 'readiness: every worker caught up with CONTROL and checkpointing' },
+  {
+    path: '/readyz',
+    what: 'readiness: this process judges events now (its partitions running, caught up with CONTROL, checkpointing, leases renewed); 503 says why not',
+  },
 ];
 
 /** Documents of the repository the home page names (the server does not serve them). */
