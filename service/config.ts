@@ -57,6 +57,16 @@ export interface VigilOptions {
    */
   readonly workerYoungGenerationMb: number;
   /**
+   * A worker whose partitions are idle after expiry removed much keyed state is collected; if
+   * its heap then still commits this many MB more than it uses, the thread is replaced by a new
+   * one and its partitions restore from their final checkpoints. V8 keeps a heap's grown room
+   * (its young generation above all) until the thread ends, so without this the process's
+   * memory stays near its peak after the key space has shrunk. 0: never; also never without
+   * checkpoints (the partitions would have nothing to restore from).
+   * @default 64
+   */
+  readonly workerRecycleSlackMb: number;
+  /**
    * Bounded out-of-orderness of event time, in ms.
    * @default 1000
    */
@@ -145,6 +155,7 @@ export const DEFAULT_OPTIONS: Omit<VigilOptions, 'limits' | 'workers'> = Object.
   httpPort: 8080,
   partitions: 16,
   workerYoungGenerationMb: 128,
+  workerRecycleSlackMb: 64,
   outOfOrderMs: 1000,
   tickIntervalMs: 1000,
   quarantineAfterErrors: 100,
@@ -170,6 +181,7 @@ export const ENV = {
   VIGIL_PARTITIONS: 'partitions',
   VIGIL_WORKERS: 'workers',
   VIGIL_WORKER_YOUNG_GENERATION_MB: 'workerYoungGenerationMb',
+  VIGIL_WORKER_RECYCLE_SLACK_MB: 'workerRecycleSlackMb',
   VIGIL_OUT_OF_ORDER_MS: 'outOfOrderMs',
   VIGIL_TICK_INTERVAL_MS: 'tickIntervalMs',
   VIGIL_QUARANTINE_AFTER_ERRORS: 'quarantineAfterErrors',
@@ -189,6 +201,7 @@ const NUMERIC: Record<string, { min: number; max: number }> = {
   partitions: { min: 1, max: 1024 },
   workers: { min: 1, max: 256 },
   workerYoungGenerationMb: { min: 8, max: 8192 },
+  workerRecycleSlackMb: { min: 0, max: 65536 },
   outOfOrderMs: { min: 0, max: 86_400_000 },
   tickIntervalMs: { min: 0, max: 3_600_000 },
   quarantineAfterErrors: { min: 1, max: 1_000_000_000 },

@@ -41,6 +41,11 @@ export interface WorkerStatus {
   /** Whether its NATS connection is up: while it is away, its partitions judge nothing. */
   readonly natsConnected: boolean;
   readonly restarts: number;
+  /**
+   * Times its thread was replaced by a new one to hand back heap room after expiry (not a
+   * failure: its partitions stopped with final checkpoints and restored at once).
+   */
+  readonly recycles: number;
 }
 
 /** The running service as the control plane reads it. */

@@ -8,6 +8,7 @@ import type { VigilOptions } from '../config.js';
 import { capRuleLabels, RuleLabels } from './metrics.js';
 import { Streams } from '../../protocol/index.js';
 import type { WorkerPool } from '../threads/worker-pool.js';
+import type { WorkerStatus } from '../status.js';
 
 /** A scrape must not hang on a server that is away: each lookup gets this long. */
 const LOOKUP_TIMEOUT_MS = 2000;
@@ -38,7 +39,6 @@ export interface ProcessMetricSources {
 export class ProcessMetrics {
   readonly registry = new Registry();
   private readonly ruleLabels: RuleLabels;
-  private readonly restartsSeen = new Map<string, number>();
 
   constructor(
     private readonly pool: WorkerPool,
@@ -47,7 +47,6 @@ export class ProcessMetrics {
     private readonly close_: () => Promise<void> = async () => {},
   ) {
     this.ruleLabels = new RuleLabels(maxRuleLabels);
-    const restartsSeen = this.restartsSeen;
     const { controlHead, stateSizes, leaseStoreFailures } = sources;
     if (controlHead)
       new Gauge({
@@ -121,19 +120,20 @@ export class ProcessMetrics {
         },
       });
     }
-    new Counter({
-      name: 'vigil_worker_restarts_total',
-      help: 'Worker threads restarted after they died, by worker',
-      labelNames: ['worker'],
-      registers: [this.registry],
-      collect() {
-        for (const s of pool.status()) {
-          const w = String(s.worker);
-          this.inc({ worker: w }, s.restarts - (restartsSeen.get(w) ?? 0));
-          restartsSeen.set(w, s.restarts);
-        }
-      },
-    });
+    workerCounter(
+      this.registry,
+      pool,
+      'vigil_worker_restarts_total',
+      'Worker threads restarted after they died, by worker',
+      (s) => s.restarts,
+    );
+    workerCounter(
+      this.registry,
+      pool,
+      'vigil_worker_recycles_total',
+      'Worker threads replaced by a new one to hand back heap room after expiry, by worker',
+      (s) => s.recycles,
+    );
   }
 
   /** The merged exposition of the workers and `extra` registries, with the rule label capped. */
@@ -202,4 +202,28 @@ export async function startProcessMetrics(
     () => new Set(pool.status().flatMap((s) => s.partitions)),
   );
   return metrics;
+}
+
+/** A counter per worker that follows a count the pool keeps (it only grows while the process runs). */
+function workerCounter(
+  registry: Registry,
+  pool: WorkerPool,
+  name: string,
+  help: string,
+  count: (s: WorkerStatus) => number,
+): void {
+  const seen = new Map<string, number>();
+  new Counter({
+    name,
+    help,
+    labelNames: ['worker'],
+    registers: [registry],
+    collect() {
+      for (const s of pool.status()) {
+        const w = String(s.worker);
+        this.inc({ worker: w }, count(s) - (seen.get(w) ?? 0));
+        seen.set(w, count(s));
+      }
+    },
+  });
 }

@@ -85,6 +85,12 @@ interface Slot {
   checkpointsOk: boolean;
   natsConnected: boolean;
   restarts: number;
+  recycles: number;
+  /**
+   * The thread is being replaced at its own request (see `workerRecycleSlackMb`): it was asked to
+   * stop, and `stopped` says it ended cleanly, with a final checkpoint of every partition.
+   */
+  recycling: { stopped: boolean } | undefined;
 }
 
 /** A stop of a partition sent to a worker and not yet confirmed. */
@@ -131,6 +137,8 @@ export class WorkerPool implements ServiceStatus {
       checkpointsOk: true,
       natsConnected: true,
       restarts: 0,
+      recycles: 0,
+      recycling: undefined,
     }));
   }
 
@@ -165,6 +173,7 @@ export class WorkerPool implements ServiceStatus {
       checkpointsOk: s.checkpointsOk,
       natsConnected: s.natsConnected,
       restarts: s.restarts,
+      recycles: s.recycles,
     }));
   }
 
@@ -202,7 +211,8 @@ export class WorkerPool implements ServiceStatus {
     const slot = this.slots.reduce((a, b) => (b.partitions.size < a.partitions.size ? b : a));
     slot.partitions.set(p, token);
     const send = (): void => {
-      if (slot.partitions.get(p) !== token) return;
+      // A thread being replaced runs no new partition: the next one starts with all of the slot's.
+      if (slot.partitions.get(p) !== token || slot.recycling !== undefined) return;
       slot.worker?.postMessage({
         op: 'start-partition',
         partition: p,
@@ -296,7 +306,10 @@ export class WorkerPool implements ServiceStatus {
         }
       } else if (m.op === 'applied')
         this.activations.record(m.partition, m.controlSeq, m.activationMs);
-      else if (m.op === 'gc-pause') this.gcPauses.record(s.index, m.pause);
+      else if (m.op === 'recycle') this.recycle(s, w, m.why);
+      else if (m.op === 'stopped') {
+        if (s.recycling !== undefined) s.recycling.stopped = true;
+      } else if (m.op === 'gc-pause') this.gcPauses.record(s.index, m.pause);
       else if (m.op === 'log') this.log(m.level, m.message);
       else if (m.op === 'metrics') {
         this.pending.get(m.id)?.(m.metrics);
@@ -313,7 +326,16 @@ export class WorkerPool implements ServiceStatus {
       // A dead worker runs nothing: the stops it owed are done.
       for (const list of this.stops.values())
         for (const stop of list) if (stop.slot === s) stop.done();
+      const recycled = s.recycling?.stopped === true;
+      s.recycling = undefined;
       if (this.stopping) return;
+      if (recycled) {
+        // Every partition ended with a final checkpoint and no write is left in flight: the new
+        // thread may take them under the same tokens, at once.
+        s.recycles++;
+        this.spawn(s);
+        return;
+      }
       s.restarts++;
       this.log('warn', `worker ${s.index} exited (code ${code}); restarting it`);
       setTimeout(() => !this.stopping && void this.respawn(s), Math.min(5000, 250 * s.restarts));
@@ -335,6 +357,20 @@ export class WorkerPool implements ServiceStatus {
       }),
     );
     if (!this.stopping && s.worker === undefined) this.spawn(s);
+  }
+
+  /**
+   * Replaces worker thread `w` of slot `s` at its request: a clean stop (a final checkpoint of
+   * every partition), then a new thread with the same partitions (on `exit`). A stop that does
+   * not end in time ends the thread as a crash would, and it is restarted as one.
+   */
+  private recycle(s: Slot, w: Worker, why: string): void {
+    if (this.stopping || s.worker !== w || s.recycling !== undefined) return;
+    s.recycling = { stopped: false };
+    this.log('info', `worker ${s.index}: replacing its thread, ${why}`);
+    const timer = setTimeout(() => void w.terminate(), 30_000);
+    w.once('exit', () => clearTimeout(timer));
+    w.postMessage({ op: 'stop' } satisfies ToWorker);
   }
 
   /**

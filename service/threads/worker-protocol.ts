@@ -63,6 +63,11 @@ export type FromWorker =
       /** A final checkpoint covers everything the partition processed. */
       readonly checkpointed: boolean;
     }
+  /**
+   * The worker asks to be replaced by a new thread (its heap keeps room it no longer uses): the
+   * pool answers with `stop` and starts a new thread with the same partitions once it has ended.
+   */
+  | { readonly op: 'recycle'; readonly why: string }
   /** A garbage-collection pause of the worker of at least `GC_REPORT_MS`. */
   | { readonly op: 'gc-pause'; readonly pause: GcPause }
   | { readonly op: 'log'; readonly level: 'info' | 'warn' | 'error'; readonly message: string };

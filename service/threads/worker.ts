@@ -98,6 +98,8 @@ class WorkerThread {
         .getMetricsAsJSON()
         .then((json) => this.post({ op: 'metrics', id: m.id, metrics: json }));
     } else if (m.op === 'start-partition') {
+      // A stopping thread takes no new partition: the pool gives it to the next thread.
+      if (this.stopping !== undefined) return;
       // Only with nothing under way for the partition: a stop before this start would write a
       // final checkpoint after the read.
       if (!this.queue.has(m.partition) && !(this.running?.partitions.has(m.partition) ?? false))
@@ -197,6 +199,9 @@ class WorkerThread {
       idleMs: IDLE_GC_MS,
       runners: () => partitions.runners(),
       log: this.log,
+      // A new thread's partitions restore from checkpoints: without them there is nothing to restore.
+      recycleSlackBytes: this.store === undefined ? 0 : o.workerRecycleSlackMb * 1e6,
+      recycle: (why) => this.post({ op: 'recycle', why }),
     });
     return () => {
       stopTicks();

@@ -8,7 +8,7 @@ import type { WorkerPool } from '../../service/threads/worker-pool.js';
 
 /** What ProcessMetrics uses of a pool: its status, and merging registries (no workers here). */
 function fakePool(
-  status: { worker: number; partitions: number[]; restarts: number }[],
+  status: { worker: number; partitions: number[]; restarts: number; recycles?: number }[],
 ): WorkerPool {
   return {
     status: () => status,
@@ -25,8 +25,8 @@ const sample = (text: string, series: string): number | undefined => {
 describe('process metrics', () => {
   it('reads the CONTROL head, the state sizes of the partitions held now, and restarts', async () => {
     const status = [
-      { worker: 0, partitions: [0, 2], restarts: 0 },
-      { worker: 1, partitions: [1], restarts: 2 },
+      { worker: 0, partitions: [0, 2], restarts: 0, recycles: 1 },
+      { worker: 1, partitions: [1], restarts: 2, recycles: 0 },
     ];
     const asked: number[][] = [];
     const sources: ProcessMetricSources = {
@@ -43,16 +43,19 @@ describe('process metrics', () => {
     expect(sample(text, 'vigil_state_bytes{partition="1"}')).toBe(100);
     expect(sample(text, 'vigil_worker_restarts_total{worker="1"}')).toBe(2);
     expect(sample(text, 'vigil_worker_restarts_total{worker="0"}')).toBe(0);
+    expect(sample(text, 'vigil_worker_recycles_total{worker="0"}')).toBe(1);
+    expect(sample(text, 'vigil_worker_recycles_total{worker="1"}')).toBe(0);
     // One lookup per scrape serves both state gauges.
     expect(asked).toEqual([[0, 2, 1]]);
 
     // Partition 2 moved away, worker 1 restarted once more.
-    status[0] = { worker: 0, partitions: [0], restarts: 0 };
-    status[1] = { worker: 1, partitions: [1], restarts: 3 };
+    status[0] = { worker: 0, partitions: [0], restarts: 0, recycles: 3 };
+    status[1] = { worker: 1, partitions: [1], restarts: 3, recycles: 0 };
     text = await (await m.exposition()).metrics();
     expect(sample(text, 'vigil_state_keys{partition="2"}')).toBeUndefined();
     expect(sample(text, 'vigil_state_bytes{partition="2"}')).toBeUndefined();
     expect(sample(text, 'vigil_worker_restarts_total{worker="1"}')).toBe(3);
+    expect(sample(text, 'vigil_worker_recycles_total{worker="0"}')).toBe(3);
   });
 
   it('a source that fails or hangs keeps the last values and does not hold up the scrape', async () => {

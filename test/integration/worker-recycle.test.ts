@@ -1,0 +1,130 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Alert } from '../../rules/index.js';
+import type { RunningService } from '../../service/index.js';
+import {
+  activated,
+  eventually,
+  metricSum,
+  readStream,
+  startTestServers,
+  startTestService,
+  type TestServers,
+} from './servers.js';
+
+/**
+ * Memory handed back after the key space shrinks: once expiry has removed many states and the
+ * partitions are idle, a worker whose heap still commits much more than it uses is replaced by a
+ * new thread. Its partitions stop with final checkpoints and restore in the new thread, so state
+ * that is still live carries over and no alert is lost or repeated.
+ */
+const P = 2;
+const KEYS = 12_000;
+let servers: TestServers;
+let service: RunningService;
+const logs: string[] = [];
+
+async function metrics(): Promise<string> {
+  return (await fetch(`${service.url}/metrics`)).text();
+}
+
+async function alerts(): Promise<Alert[]> {
+  return (await readStream(servers, 'ALERTS')).map(
+    (m) => JSON.parse(new TextDecoder().decode(m.data)) as Alert,
+  );
+}
+
+beforeAll(async () => {
+  servers = await startTestServers({ partitions: P, redis: true });
+  ({ service } = await startTestService(
+    servers,
+    {
+      partitions: P,
+      workers: 1,
+      outOfOrderMs: 200,
+      tickIntervalMs: 100,
+      checkpointIntervalMs: 100,
+      // Any room left after the collection is enough here: the test is about what a
+      // replacement does, not about the default's threshold.
+      workerRecycleSlackMb: 1,
+    },
+    (level, message) => {
+      logs.push(`${level} ${message}`);
+      if (level !== 'info') console.log(`[service ${level}] ${message}`);
+    },
+  ));
+  const { seq } = await servers.js.publish(
+    'vigil.control',
+    JSON.stringify({
+      op: 'replace-all',
+      rules: [
+        {
+          id: 'burst',
+          on: ['pay'],
+          pattern: {
+            kind: 'threshold',
+            aggregate: 'count',
+            window: '1s',
+            operator: '>=',
+            value: 2,
+          },
+        },
+        {
+          id: 'logins',
+          on: ['login'],
+          pattern: {
+            kind: 'threshold',
+            aggregate: 'count',
+            window: '10m',
+            operator: '>=',
+            value: 2,
+          },
+        },
+      ],
+    }),
+  );
+  await activated(service, seq, P);
+});
+
+afterAll(async () => {
+  await service?.stop();
+  await servers?.stop();
+});
+
+describe('worker threads replaced after mass expiry (real nats-server and redis-server)', () => {
+  it('replaces an idle worker whose heap kept its room, and its live state carries over', async () => {
+    const now = Date.now();
+    // A state that must outlive the replacement: one login of ten minutes' window.
+    await servers.js.publish('events.keep', JSON.stringify({ type: 'login', ts: now }));
+    // Many keys whose one-second windows all end soon: their states expire together.
+    for (let i = 0; i < KEYS; i += 1000)
+      await Promise.all(
+        Array.from({ length: 1000 }, (_, j) =>
+          servers.js.publish(`events.u${i + j}`, JSON.stringify({ type: 'pay', ts: now })),
+        ),
+      );
+    await eventually(
+      () => service.pool.status()[0]?.recycles === 1,
+      60_000,
+      'the worker to be replaced after its states expired',
+    );
+    await service.whenReady();
+    const [worker] = service.pool.status();
+    expect(worker?.restarts).toBe(0);
+    expect(worker?.partitions).toEqual([0, 1]);
+    expect(logs.some((l) => /worker 0: replacing its thread, its heap commits/.test(l))).toBe(true);
+    expect(metricSum(await metrics(), 'vigil_worker_recycles_total')).toBe(1);
+
+    // The second login is judged with the first one's count, restored in the new thread.
+    await servers.js.publish('events.keep', JSON.stringify({ type: 'login', ts: Date.now() }));
+    await eventually(
+      async () => (await alerts()).some((a) => a.ruleId === 'logins'),
+      10_000,
+      'the logins alert for the key kept across the replacement',
+    );
+    const got = await alerts();
+    expect(got.filter((a) => a.ruleId === 'logins').map((a) => a.key)).toEqual(['keep']);
+    expect(got.filter((a) => a.ruleId === 'burst')).toEqual([]);
+    // One replacement: the new thread's partitions expired nothing more worth one.
+    expect(service.pool.status()[0]?.recycles).toBe(1);
+  });
+});
