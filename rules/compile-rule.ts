@@ -78,6 +78,8 @@ export interface CompiledRule {
   /** Event fields the title reads, kept with timer-driven state so the alert can be rendered later. */
   readonly titleFields: readonly string[];
   readonly suppressForMs: number;
+  /** `stateTtl` in ms; 0: none. */
+  readonly stateTtlMs: number;
 }
 
 /** The state lineage a rule version writes to: same id and epoch, same state. */
@@ -194,6 +196,7 @@ export function compileRule(
     title: title.render,
     titleFields: title.fields,
     suppressForMs: parseDuration(rule.alert?.suppressFor ?? 0) ?? 0,
+    stateTtlMs: parseDuration(rule.stateTtl ?? 0) ?? 0,
   };
 }
 

@@ -40,6 +40,8 @@ export const ExpiryReason = {
   window: 'window',
   /** An alert suppression time whose `suppressFor` has passed (nothing else was held). */
   suppression: 'suppression',
+  /** A state its rule's `stateTtl` ended before its own end. */
+  ttl: 'ttl',
 } as const;
 export type ExpiryReason = (typeof ExpiryReason)[keyof typeof ExpiryReason];
 

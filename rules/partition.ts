@@ -12,13 +12,7 @@ import {
   type OperatorHost,
 } from './cep/host.js';
 import { sequenceEvent, sequenceIdle, sequenceTimer } from './cep/sequence.js';
-import {
-  thresholdEvent,
-  thresholdIdle,
-  thresholdTimer,
-  type SlidingState,
-} from './cep/threshold.js';
-import { isSmallWindow, smallNewest } from './cep/small-window.js';
+import { thresholdEvent, thresholdIdle, thresholdTimer } from './cep/threshold.js';
 import { alertId } from './alert.js';
 import type { CompiledRule } from './compile-rule.js';
 import { RuleEvaluationError } from './errors.js';
@@ -28,6 +22,7 @@ import { LineageIndex } from './lineage-index.js';
 import { LineageStates } from './lineage-states.js';
 import { DEFAULT_LIMITS, type RuleLimits } from './limits.js';
 import { expiryBucket, expiryOn, ExpiryQueue, ExpiryReason } from './expiry.js';
+import { stateEnd } from './state-end.js';
 import type { RuleSet } from './rule-set.js';
 import type { Alert, EventRef } from './types.js';
 import { EXPECTED, Hits, keyOf, LazyContext, ruleVerdict, TRIGGER } from './verdict.js';
@@ -233,7 +228,7 @@ export function createPartition(ruleSet: RuleSet, options: PartitionOptions): Pa
     timerN: 0,
     expiry: new ExpiryQueue(),
     legacyExpiry: undefined,
-    expired: { window: 0, suppression: 0 },
+    expired: { window: 0, suppression: 0, ttl: 0 },
   };
 }
 
@@ -358,15 +353,17 @@ function saveState(st: PartitionState, rule: CompiledRule, key: string, ks: KeyS
     st.states.set(key, (byLineage = new LineageStates()));
     if (key === hitKey) hitStates = byLineage;
   }
-  // Under one rule version a sliding window's end and a suppression time only grow: a state that
-  // was there already keeps the key's listing (at or before its earlier end) valid. A state that
-  // is not idle, keeps no suppression time and is not a sliding window (tumbling, sequence,
-  // absence) ends by its own timers.
+  // Under one rule version a sliding window's end and a suppression time only grow (with a
+  // stateTtl too: the newest event only moves on): a state that was there already keeps the
+  // key's listing (at or before its earlier end) valid. A state that is not idle, keeps no
+  // suppression time and is not a sliding window (tumbling, sequence, absence) ends by its own
+  // timers, unless a stateTtl ends it first (its newest event can go with a partial match the
+  // timer drops, so its end is worked out at every write).
   const pk = rule.pattern;
   const endGrows = pk === undefined || (pk.kind === 'threshold' && !pk.tumbling);
   const end =
     !expiryOn() ||
-    (!endGrows && ks.sup === undefined) ||
+    (!endGrows && ks.sup === undefined && rule.stateTtlMs === 0) ||
     (endGrows && before !== undefined && byLineage.exp !== undefined)
       ? Infinity
       : stateEnd(rule, ks.sup, ks.op);
@@ -692,53 +689,21 @@ function release(st: PartitionState, h: OperatorHost): void {
 }
 
 /**
- * The event time after which a (key, lineage) state can change no outcome, as `rule` judges: a
- * sliding window's newest entry plus the look-back (any later event evicts every entry), and an
- * alert suppression time plus `suppressFor` less 1 ms (a later alert is not suppressed); the
- * later of the two. Infinity for states that end by their own timers (tumbling windows,
- * sequences, absence triggers: each removes itself when its timer leaves it idle).
- */
-function stateEnd(rule: CompiledRule, sup: number | undefined, op: unknown): number {
-  let end = -Infinity;
-  if (op !== undefined) {
-    const p = rule.pattern;
-    if (p?.kind !== 'threshold') {
-      if (!opIdle(rule, op)) return Infinity;
-    } else if (isSmallWindow(op)) end = smallNewest(op) + p.windowMs;
-    else if ((op as { k: string }).k === 's') {
-      const s = op as SlidingState;
-      if (s.h < s.t.length) end = (s.t[s.t.length - 1] as number) + p.windowMs;
-    } else if (!thresholdIdle(newKeyState(undefined, op))) return Infinity;
-  }
-  if (sup !== undefined) {
-    // Without suppressFor (a compatible change took it away) the time suppresses nothing: it
-    // ends at once, and its key is looked at, where another rule version may still need it.
-    const s = rule.suppressForMs > 0 ? sup + rule.suppressForMs - 1 : sup;
-    if (s > end) end = s;
-  }
-  return end;
-}
-
-function opIdle(rule: CompiledRule, op: unknown): boolean {
-  const ks = newKeyState(undefined, op);
-  return rule.pattern?.kind === 'sequence'
-    ? sequenceIdle(ks)
-    : rule.pattern?.kind === 'absence'
-      ? absenceIdle(ks)
-      : thresholdIdle(ks);
-}
-
-/**
  * The end (see {@link stateEnd}) of a key's state in lineage `sid` under every rule version that
  * may still write to it (a buffered event may be judged under an older one): the state ends when
  * the last of them is done with it. Undefined when no rule writes to the lineage.
  */
-function lineageEnd(st: PartitionState, sid: string, v: unknown): number | undefined {
+function lineageEnd(
+  st: PartitionState,
+  sid: string,
+  v: unknown,
+  withTtl = true,
+): number | undefined {
   const at = sid.lastIndexOf('@');
   const rules = lineageRules(st, sid.slice(0, at), Number(sid.slice(at + 1)));
   if (rules.length === 0) return undefined;
   let end = -Infinity;
-  for (const rule of rules) end = Math.max(end, stateEnd(rule, supOf(v), opOf(v)));
+  for (const rule of rules) end = Math.max(end, stateEnd(rule, supOf(v), opOf(v), withTtl));
   return end;
 }
 
@@ -782,7 +747,14 @@ function expireKey(st: PartitionState, key: string, bucket: number): void {
     if (end === undefined) return;
     if (end <= bucket) {
       const opEnd = lineageEnd(st, sid, opOf(v)) ?? -Infinity;
-      done.push([sid, opEnd >= end ? ExpiryReason.window : ExpiryReason.suppression]);
+      done.push([
+        sid,
+        (lineageEnd(st, sid, v, false) ?? end) > bucket
+          ? ExpiryReason.ttl
+          : opEnd >= end
+            ? ExpiryReason.window
+            : ExpiryReason.suppression,
+      ]);
     } else if (end < next) next = end;
   });
   st.dirty.add(key);

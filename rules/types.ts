@@ -124,6 +124,12 @@ export interface Rule {
   readonly when?: TopCondition;
   readonly pattern?: Pattern;
   readonly alert?: AlertSpec;
+  /**
+   * Removes a key's state for this rule once event time is this far past the newest event it
+   * holds (or its last alert), even where the window, `within` or `suppressFor` would keep it
+   * longer: a bound on memory that changes outcomes when shorter than those. Default: none.
+   */
+  readonly stateTtl?: string | number;
 }
 
 export interface Feature {

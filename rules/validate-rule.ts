@@ -11,7 +11,16 @@ import {
   type ConditionScope,
 } from './validate-condition.js';
 
-const RULE_KEYS = new Set(['id', 'description', 'on', 'key', 'when', 'pattern', 'alert']);
+const RULE_KEYS = new Set([
+  'id',
+  'description',
+  'on',
+  'key',
+  'when',
+  'pattern',
+  'alert',
+  'stateTtl',
+]);
 const COMPARISONS = ['>=', '>', '<=', '<', '==', '!='];
 const AGGREGATES = ['count', 'sum', 'avg', 'min', 'max', 'distinct'];
 const STEP_NAME = /^[A-Za-z_][A-Za-z0-9_-]{0,63}$/;
@@ -378,5 +387,7 @@ export function validateRule(
     });
   }
   if (rule.alert !== undefined) validateAlert(rule.alert, pointer(at, 'alert'), limits, problems);
+  if (rule.stateTtl !== undefined)
+    validateDuration(rule.stateTtl, pointer(at, 'stateTtl'), 'stateTtl', limits, problems);
   return problems.length === before ? { rule: rule as unknown as Rule, refs } : undefined;
 }

@@ -127,7 +127,7 @@ export class WorkerMetrics {
   });
   readonly expired = new Counter({
     name: 'vigil_state_expired_total',
-    help: '(key, rule) states removed because event time passed their end, by reason (window, suppression)',
+    help: '(key, rule) states removed because event time passed their end, by reason (window, suppression, ttl)',
     labelNames: ['reason'],
     registers: [this.registry],
   });

@@ -1,5 +1,6 @@
 import { getHeapStatistics, setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
+import type { PartitionState } from '../../rules/index.js';
 import type { PartitionRunner } from './partition-runner.js';
 
 /** States a worker's partitions must have let go of since the last collection to make another worth it. */
@@ -61,12 +62,12 @@ export function startIdleGc(opts: {
     for (const r of runners) {
       if (r.idleMs < opts.idleMs) return;
       const st = r.state;
-      expired += st.expired.window + st.expired.suppression - (counted.get(r) ?? 0);
+      expired += expiredOf(st) - (counted.get(r) ?? 0);
     }
     if (expired < EXPIRED_ENOUGH) return;
     const t0 = performance.now();
     gc();
-    for (const r of runners) counted.set(r, r.state.expired.window + r.state.expired.suppression);
+    for (const r of runners) counted.set(r, expiredOf(r.state));
     opts.log(
       'info',
       `collected the heap after ${expired} expired states, the partitions idle (${(performance.now() - t0).toFixed(0)} ms)`,
@@ -86,4 +87,8 @@ export function startIdleGc(opts: {
 
 function mb(bytes: number): string {
   return (bytes / 1e6).toFixed(0);
+}
+
+function expiredOf(st: PartitionState): number {
+  return st.expired.window + st.expired.suppression + st.expired.ttl;
 }

@@ -1,5 +1,6 @@
 import {
   createPartition,
+  ExpiryReason,
   lateMessage,
   emptyRuleSet,
   processRecord,
@@ -63,10 +64,13 @@ export class PartitionRunner {
   private readonly watermarkLag;
   private readonly liveKeys;
   private readonly liveStates;
-  private readonly expiredWindow;
-  private readonly expiredSuppression;
+  private readonly expired;
   /** The partition's expiry counts already added to the counter. */
-  private readonly expiredCounted = { window: 0, suppression: 0 };
+  private readonly expiredCounted: Record<ExpiryReason, number> = {
+    window: 0,
+    suppression: 0,
+    ttl: 0,
+  };
 
   constructor(private readonly d: PartitionRunnerDeps) {
     this.state =
@@ -85,8 +89,9 @@ export class PartitionRunner {
     this.watermarkLag = d.metrics.watermarkLag.labels({ partition: this.p });
     this.liveKeys = d.metrics.liveKeys.labels({ partition: this.p });
     this.liveStates = d.metrics.liveStates.labels({ partition: this.p });
-    this.expiredWindow = d.metrics.expired.labels({ reason: 'window' });
-    this.expiredSuppression = d.metrics.expired.labels({ reason: 'suppression' });
+    this.expired = Object.values(ExpiryReason).map(
+      (reason) => [reason, d.metrics.expired.labels({ reason })] as const,
+    );
     // A restored partition may have nothing new to read: show where it stands from the start.
     this.offset.set(this.state.offset);
     d.metrics.controlApplied.set({ partition: this.p }, this.state.ruleSet.controlSeq);
@@ -244,13 +249,11 @@ export class PartitionRunner {
     for (const n of st.lineageKeys.values()) states += n;
     this.liveStates.set(states);
     const counted = this.expiredCounted;
-    if (st.expired.window > counted.window) {
-      this.expiredWindow.inc(st.expired.window - counted.window);
-      counted.window = st.expired.window;
-    }
-    if (st.expired.suppression > counted.suppression) {
-      this.expiredSuppression.inc(st.expired.suppression - counted.suppression);
-      counted.suppression = st.expired.suppression;
+    for (const [reason, counter] of this.expired) {
+      if (st.expired[reason] > counted[reason]) {
+        counter.inc(st.expired[reason] - counted[reason]);
+        counted[reason] = st.expired[reason];
+      }
     }
   }
 

@@ -96,18 +96,25 @@ export const rules = [
   },
 ];
 
-/** Three rule-set versions: the first, then a mix of compatible and incompatible changes, then a clear-state. */
-export function versions(): RuleSet[] {
-  const v1 = ruleSetOf({ op: 'replace-all', rules });
+/**
+ * Rule-set versions: the first, then a mix of compatible and incompatible changes, a
+ * clear-state, a resume. `stateTtl`, given, is set on every rule.
+ */
+export function versions(stateTtl?: number): RuleSet[] {
+  const all =
+    stateTtl === undefined
+      ? rules
+      : (rules.map((r) => ({ ...r, stateTtl })) as unknown as typeof rules);
+  const v1 = ruleSetOf({ op: 'replace-all', rules: all });
   const o2 = applyControl(
     v1,
     {
       op: 'changeset',
       changes: [
-        { op: 'upsert-rule', rule: { ...rules[0], pattern: { ...rules[0]?.pattern, value: 2 } } },
+        { op: 'upsert-rule', rule: { ...all[0], pattern: { ...all[0]?.pattern, value: 2 } } },
         {
           op: 'upsert-rule',
-          rule: { ...rules[1], pattern: { ...rules[1]?.pattern, window: 100 } },
+          rule: { ...all[1], pattern: { ...all[1]?.pattern, window: 100 } },
         },
         { op: 'delete-rule', id: 'peak' },
         { op: 'pause-rule', id: 'unconfirmed' },
