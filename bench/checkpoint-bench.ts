@@ -21,21 +21,20 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import {
-  applyControl,
   checkpointParts,
   checkpointPartsBytes,
   createPartition,
-  emptyRuleSet,
   keyedStateCount,
   processRecord,
   restorePartitionParts,
+  type PartitionState,
 } from '../rules/index.js';
 import { RedisCheckpointStore } from '../service/checkpoint/checkpoint-store.js';
 import { ensureServersInstalled, startRedis } from '../scripts/local-servers.js';
 import { measureServiceRecovery } from './checkpoint-recovery.js';
+import { exposedGc } from './gc.js';
+import { ruleSetOf, velocityRule } from './rule-sets.js';
 
 const argKeys = process.argv.indexOf('--keys');
 const KEYS =
@@ -48,29 +47,21 @@ const RECOVERY = !process.argv.includes('--no-recovery');
 const COMPARE = !process.argv.includes('--no-compare') && !process.argv.includes('--only-recovery');
 const argProf = process.argv.indexOf('--cpu-prof-dir');
 const PROFILE_DIR = argProf >= 0 ? process.argv[argProf + 1] : undefined;
-setFlagsFromString('--expose-gc');
-const gc = runInNewContext('gc') as () => void;
+const gc = exposedGc();
 const say = (s: string): void => console.log(`[bench:checkpoint] ${s}`);
 
-const rs = applyControl(
-  emptyRuleSet(),
-  {
-    op: 'upsert-rule',
-    rule: {
-      id: 'velocity',
-      on: ['payment'],
-      pattern: {
-        kind: 'threshold',
-        aggregate: 'sum',
-        field: 'amount',
-        window: '1h',
-        operator: '>=',
-        value: 1e12,
-      },
-    },
-  },
-  1,
-).ruleSet;
+const rs = ruleSetOf([velocityRule(1e12)]);
+
+/** Takes a checkpoint of the partition and saves it: its parts and bytes, the seconds encoding took and in all. */
+async function timedCheckpoint(st: PartitionState, store: RedisCheckpointStore, full: boolean) {
+  const t = performance.now();
+  const parts = checkpointParts(st, full);
+  const bytes = checkpointPartsBytes(parts);
+  const encodeSeconds = (performance.now() - t) / 1000;
+  await store.save(0, parts, 1);
+  return { parts, bytes, encodeSeconds, seconds: (performance.now() - t) / 1000 };
+}
+
 /** One partition in this thread: checkpoints and their restore, on a redis-server of its own. */
 async function inProcess(): Promise<Record<string, number>> {
   ensureServersInstalled(say);
@@ -101,12 +92,11 @@ async function inProcess(): Promise<Record<string, number>> {
     const memoryBytesPerKey = Math.round((process.memoryUsage().heapUsed - heapBefore) / KEYS);
     say(`${KEYS} keys in state, ${memoryBytesPerKey} bytes of heap per key`);
 
-    let t = performance.now();
-    const full = checkpointParts(st, true);
-    const fullBytes = checkpointPartsBytes(full);
-    const checkpointFullEncodeSeconds = (performance.now() - t) / 1000;
-    await store.save(0, full, 1);
-    const checkpointFullSeconds = (performance.now() - t) / 1000;
+    const {
+      bytes: fullBytes,
+      encodeSeconds: checkpointFullEncodeSeconds,
+      seconds: checkpointFullSeconds,
+    } = await timedCheckpoint(st, store, true);
     say(
       `full checkpoint: ${checkpointFullSeconds.toFixed(2)} s (${checkpointFullEncodeSeconds.toFixed(2)} s encoding), ${(fullBytes / 1e6).toFixed(1)} MB`,
     );
@@ -124,17 +114,17 @@ async function inProcess(): Promise<Record<string, number>> {
       });
     }
     processRecord(st, { kind: 'tick', seq: ++seq, ts: base + 40_000 });
-    t = performance.now();
-    const inc = checkpointParts(st, false);
-    const incBytes = checkpointPartsBytes(inc);
-    const checkpointIncrementalEncodeSeconds = (performance.now() - t) / 1000;
-    await store.save(0, inc, 1);
-    const checkpointIncrementalSeconds = (performance.now() - t) / 1000;
+    const {
+      parts: inc,
+      bytes: incBytes,
+      encodeSeconds: checkpointIncrementalEncodeSeconds,
+      seconds: checkpointIncrementalSeconds,
+    } = await timedCheckpoint(st, store, false);
     say(
       `incremental checkpoint (${inc.upserts.length} keys changed): ${(checkpointIncrementalSeconds * 1000).toFixed(1)} ms (${(checkpointIncrementalEncodeSeconds * 1000).toFixed(1)} ms encoding), ${(incBytes / 1e3).toFixed(1)} kB`,
     );
 
-    t = performance.now();
+    const t = performance.now();
     const loaded = await store.load(0);
     if (loaded === undefined) throw new Error('nothing stored');
     const loadSeconds = (performance.now() - t) / 1000;

@@ -24,25 +24,14 @@ import {
 } from '../scripts/local-servers.js';
 import { CONTROL_SUBJECT, eventSubject, partitionOf } from '../protocol/index.js';
 import type { WorkerStatus } from '../service/index.js';
+import { velocityRule } from './rule-sets.js';
 
 const root = resolve(import.meta.dirname, '..');
 const PARTITIONS = DEFAULT_OPTIONS.partitions;
 const OUT_OF_ORDER_MS = DEFAULT_OPTIONS.outOfOrderMs;
 /** Every fill event adds 1 to its key's window; a probe adds THRESHOLD − 1, so its alert proves the restored window. */
 const THRESHOLD = 1000;
-const RULE = {
-  id: 'velocity',
-  on: ['payment'],
-  pattern: {
-    kind: 'threshold',
-    aggregate: 'sum',
-    field: 'amount',
-    window: '1h',
-    operator: '>=',
-    value: THRESHOLD,
-  },
-  alert: { severity: 'high' },
-};
+const RULE = { ...velocityRule(THRESHOLD), alert: { severity: 'high' } };
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const secs = (ms: number): number => Number((ms / 1000).toFixed(3));

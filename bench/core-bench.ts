@@ -19,20 +19,18 @@
  * output is one JSON object.
  */
 import { performance } from 'node:perf_hooks';
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import {
-  applyControl,
   checkpointParts,
   checkpointPartsBytes,
   createPartition,
-  emptyRuleSet,
   keyedStateCount,
   processRecord,
   type PartitionRecord,
   type PartitionState,
 } from '../rules/index.js';
 import { eventGenerator, generateRules } from './e2e-inputs.js';
+import { exposedGc } from './gc.js';
+import { ruleSetOf } from './rule-sets.js';
 
 const argv = process.argv.slice(2);
 function numberArg(name: string, fallback: number, min = 1): number {
@@ -53,11 +51,7 @@ const OUT_OF_ORDER_MS = numberArg('out-of-order-ms', 1000, 0);
 /** 0: no checkpoints. */
 const CHECKPOINT_EVERY = numberArg('checkpoint-every', 0, 0);
 
-const rules = generateRules(RULES, SEED);
-const applied = applyControl(emptyRuleSet(), { op: 'replace-all', rules }, 1);
-if (!applied.ok)
-  throw new Error(`rules rejected: ${JSON.stringify(applied.problems).slice(0, 500)}`);
-const ruleSet = applied.ruleSet;
+const ruleSet = ruleSetOf(generateRules(RULES, SEED));
 
 const next = eventGenerator(SEED, KEYS);
 const t0 = 1_764_400_000_000;
@@ -68,8 +62,7 @@ for (let i = 0; i < EVENTS; i++) {
   records.push({ kind: 'event', seq: i + 1, key, data, publishTs: t0 + i * 2 });
 }
 
-setFlagsFromString('--expose-gc');
-const gc = runInNewContext('gc') as () => void;
+const gc = exposedGc();
 const passes: number[] = [];
 let heapBytesPerState = 0;
 let states = 0;

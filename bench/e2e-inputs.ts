@@ -4,7 +4,7 @@
  * 1,000 rules (80% plain conditions, 20% sliding threshold rules). Seeded mulberry32.
  */
 import { prng } from '../test/prng.js';
-import type { Rule, TopCondition } from '../rules/index.js';
+import type { Condition, Rule, TopCondition } from '../rules/index.js';
 // ---------------------------------------------------------------------------------------------
 // Deterministic inputs: 20 event types, payment-like events, 1,000 rules
 // ---------------------------------------------------------------------------------------------
@@ -82,40 +82,76 @@ export const MCCS = [
 ] as const;
 const CURRENCIES = ['USD', 'EUR', 'GBP'] as const;
 
-const leaf = (fact: string, operator: string, value: unknown) => ({ fact, operator, value });
+export const leaf = (fact: string, operator: string, value: unknown): Condition => ({
+  fact,
+  operator,
+  value,
+});
+
+/** Between `lo` and `hi` of the countries, none twice. */
+export const countries = (rand: Rand, lo: number, hi: number): string[] =>
+  sample(rand, COUNTRIES, int(rand, lo, hi));
+/** Between `lo` and `hi` of the merchant categories, none twice. */
+export const mccs = (rand: Rand, lo: number, hi: number): string[] =>
+  sample(rand, MCCS, int(rand, lo, hi));
+
+/**
+ * Fraud shape: a big amount (one of `amounts`) from a risky country through a risky channel or
+ * merchant category; `countryCount` and `mccCount` bound the lengths of the two lists.
+ */
+export function bigAmountWhen(
+  rand: Rand,
+  amounts: readonly number[],
+  countryCount: readonly [lo: number, hi: number],
+  mccCount: readonly [lo: number, hi: number],
+): TopCondition {
+  return {
+    all: [
+      leaf('amount', pick(rand, ['greaterThan', 'greaterThanInclusive']), pick(rand, amounts)),
+      leaf('country', 'in', countries(rand, ...countryCount)),
+      {
+        any: [
+          leaf('channel', 'equal', pick(rand, CHANNELS)),
+          leaf('mcc', 'in', mccs(rand, ...mccCount)),
+        ],
+      },
+    ],
+  };
+}
+
+/** Fraud shape: an amount of at least one of `amounts` outside the usual countries, on some channels. */
+export function foreignAmountWhen(rand: Rand, amounts: readonly number[]): TopCondition {
+  return {
+    all: [
+      leaf('amount', 'greaterThanInclusive', pick(rand, amounts)),
+      leaf('country', 'notIn', countries(rand, 3, 6)),
+      leaf('channel', 'in', sample(rand, CHANNELS, int(rand, 2, 3))),
+    ],
+  };
+}
+
+/** Fraud shape, card testing: an amount under one of `amounts`, online, outside home countries. */
+export function cardTestingWhen(rand: Rand, amounts: readonly number[]): TopCondition {
+  return {
+    all: [
+      leaf('amount', 'lessThan', pick(rand, amounts)),
+      leaf('channel', 'equal', pick(rand, ['web', 'api'])),
+      { not: leaf('country', 'in', countries(rand, 2, 5)) },
+    ],
+  };
+}
 
 /**
  * A plain rule (no pattern): the fraud shapes of `rules-bench.ts`, with thresholds chosen so that
  * a rule rarely accepts an event (about 1 in 10,000): alerts stay a small fraction of events.
  */
 function plainRule(rand: Rand, id: string, type: string): Rule {
-  const countries = (lo: number, hi: number): string[] =>
-    sample(rand, COUNTRIES, int(rand, lo, hi));
-  const mccs = (lo: number, hi: number): string[] => sample(rand, MCCS, int(rand, lo, hi));
   const r = rand();
   let when: TopCondition;
   if (r < 0.5) {
-    // Big amount from a risky country through a risky channel or merchant category.
-    when = {
-      all: [
-        leaf(
-          'amount',
-          pick(rand, ['greaterThan', 'greaterThanInclusive']),
-          pick(rand, [3000, 5000, 8000, 12000]),
-        ),
-        leaf('country', 'in', countries(4, 10)),
-        { any: [leaf('channel', 'equal', pick(rand, CHANNELS)), leaf('mcc', 'in', mccs(2, 10))] },
-      ],
-    };
+    when = bigAmountWhen(rand, [3000, 5000, 8000, 12000], [4, 10], [2, 10]);
   } else if (r < 0.7) {
-    // Very big amount outside the usual countries on some channels.
-    when = {
-      all: [
-        leaf('amount', 'greaterThanInclusive', pick(rand, [5000, 10000])),
-        leaf('country', 'notIn', countries(3, 6)),
-        leaf('channel', 'in', sample(rand, CHANNELS, int(rand, 2, 3))),
-      ],
-    };
+    when = foreignAmountWhen(rand, [5000, 10000]);
   } else if (r < 0.85) {
     // Huge amount anywhere, or a rare country, merchant category and channel together.
     when = {
@@ -124,21 +160,14 @@ function plainRule(rand: Rand, id: string, type: string): Rule {
         {
           all: [
             leaf('country', 'in', sample(rand, COUNTRIES.slice(4), int(rand, 1, 3))),
-            leaf('mcc', 'in', mccs(2, 4)),
+            leaf('mcc', 'in', mccs(rand, 2, 4)),
             leaf('channel', 'equal', 'atm'),
           ],
         },
       ],
     };
   } else {
-    // Card testing: tiny amounts online, outside home countries.
-    when = {
-      all: [
-        leaf('amount', 'lessThan', pick(rand, [0.5, 1, 2])),
-        leaf('channel', 'equal', pick(rand, ['web', 'api'])),
-        { not: leaf('country', 'in', countries(2, 5)) },
-      ],
-    };
+    when = cardTestingWhen(rand, [0.5, 1, 2]);
   }
   return {
     id,

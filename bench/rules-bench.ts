@@ -13,30 +13,32 @@ import { Engine, type RuleProperties, type TopLevelCondition } from 'json-rules-
 import { prng } from '../test/prng.js';
 import {
   amount,
+  bigAmountWhen,
+  cardTestingWhen,
   CHANNELS,
   CHANNEL_WEIGHTS,
   COUNTRIES,
   COUNTRY_WEIGHTS,
+  countries,
   EVENT_TYPES,
+  foreignAmountWhen,
   int,
+  leaf,
+  mccs,
   MCCS,
   pick,
-  sample,
   weighted,
   type Rand,
 } from './e2e-inputs.js';
-import v8 from 'node:v8';
-import vm from 'node:vm';
+import { exposedGc } from './gc.js';
+import { ruleSetOf, velocityRule } from './rule-sets.js';
 import { performance } from 'node:perf_hooks';
 import {
-  applyControl,
   createPartition,
-  emptyRuleSet,
   evalContext,
   processRecord,
   keyedStateCount,
   snapshotPartition,
-  type Condition,
   type Rule,
   type RuleSet,
   type TopCondition,
@@ -81,68 +83,39 @@ const mulberry32 = prng;
 
 const AMOUNT_THRESHOLDS = [25, 50, 100, 200, 500, 1000, 2000, 5000] as const;
 
-const leaf = (fact: string, operator: string, value: unknown): Condition => ({
-  fact,
-  operator,
-  value,
-});
-
 /**
  * One rule of a realistic fraud rule set: an amount threshold, a country list and an any-of on
  * channel or merchant category, in a few shapes (templates A-E), on exactly one event type.
  */
 function generateRule(rand: Rand, i: number): Rule {
   const type = pick(rand, EVENT_TYPES);
-  const countries = (lo: number, hi: number): string[] =>
-    sample(rand, COUNTRIES, int(rand, lo, hi));
-  const mccs = (lo: number, hi: number): string[] => sample(rand, MCCS, int(rand, lo, hi));
   const r = rand();
   let when: TopCondition;
   if (r < 0.6) {
     // A: big amount from a risky country through a risky channel or merchant category.
-    when = {
-      all: [
-        leaf(
-          'amount',
-          pick(rand, ['greaterThan', 'greaterThanInclusive']),
-          pick(rand, AMOUNT_THRESHOLDS),
-        ),
-        leaf('country', 'in', countries(3, 12)),
-        { any: [leaf('channel', 'equal', pick(rand, CHANNELS)), leaf('mcc', 'in', mccs(2, 12))] },
-      ],
-    };
+    when = bigAmountWhen(rand, AMOUNT_THRESHOLDS, [3, 12], [2, 12]);
   } else if (r < 0.75) {
     // B: amount outside the usual countries on some channels.
-    when = {
-      all: [
-        leaf('amount', 'greaterThanInclusive', pick(rand, AMOUNT_THRESHOLDS)),
-        leaf('country', 'notIn', countries(3, 6)),
-        leaf('channel', 'in', sample(rand, CHANNELS, int(rand, 2, 3))),
-      ],
-    };
+    when = foreignAmountWhen(rand, AMOUNT_THRESHOLDS);
   } else if (r < 0.85) {
     // C: very big amount anywhere, or a risky country and merchant category.
     when = {
       any: [
         leaf('amount', 'greaterThan', pick(rand, [2000, 5000, 10000])),
-        { all: [leaf('country', 'in', countries(2, 6)), leaf('mcc', 'in', mccs(2, 6))] },
+        {
+          all: [leaf('country', 'in', countries(rand, 2, 6)), leaf('mcc', 'in', mccs(rand, 2, 6))],
+        },
       ],
     };
   } else if (r < 0.95) {
     // D: card testing: tiny amounts online, outside home countries.
-    when = {
-      all: [
-        leaf('amount', 'lessThan', pick(rand, [1, 2, 5, 10])),
-        leaf('channel', 'equal', pick(rand, ['web', 'api'])),
-        { not: leaf('country', 'in', countries(2, 5)) },
-      ],
-    };
+    when = cardTestingWhen(rand, [1, 2, 5, 10]);
   } else {
     // E: high-risk merchant categories (a long list: compiled to a set lookup).
     when = {
       all: [
         leaf('amount', 'greaterThan', pick(rand, AMOUNT_THRESHOLDS)),
-        leaf('mcc', 'in', mccs(10, 16)),
+        leaf('mcc', 'in', mccs(rand, 10, 16)),
         {
           any: [
             leaf('channel', 'notEqual', 'pos'),
@@ -217,15 +190,6 @@ function generateEvents(rand: Rand, n: number): BenchEvent[] {
 // ---------------------------------------------------------------------------------------------
 // Engines
 // ---------------------------------------------------------------------------------------------
-
-function buildRuleSet(rules: readonly Rule[]): RuleSet {
-  const outcome = applyControl(emptyRuleSet(), { op: 'replace-all', rules }, 1);
-  if (!outcome.ok)
-    throw new Error(
-      `rule set refused: ${outcome.problems.map((p) => `${p.pointer} ${p.message}`).join('; ')}`,
-    );
-  return outcome.ruleSet;
-}
 
 /** The rule as a json-rules-engine user writes it: the type filter becomes a condition. */
 function jreRule(rule: Rule): RuleProperties {
@@ -328,7 +292,7 @@ async function benchSize(
   events: readonly BenchEvent[],
 ): Promise<SizeResult> {
   const rules = allRules.slice(0, size);
-  const rs = buildRuleSet(rules);
+  const rs = ruleSetOf(rules);
   const sink = { v: 0 };
   console.log(`\n== ${size} rules over ${new Set(rules.map((r) => r.on[0])).size} event types ==`);
 
@@ -479,14 +443,6 @@ async function benchSize(
   };
 }
 
-/** `global.gc`, exposed at run time when node was not started with `--expose-gc`. */
-function getGc(): () => void {
-  const g = (globalThis as { gc?: () => void }).gc;
-  if (typeof g === 'function') return g;
-  v8.setFlagsFromString('--expose-gc');
-  return vm.runInNewContext('gc') as () => void;
-}
-
 interface WindowResult {
   keys: number;
   events: number;
@@ -502,22 +458,8 @@ interface WindowResult {
  * (every round visits every key once, in a fresh random order), fed through `processRecord`.
  */
 function benchWindow(rand: Rand, keys: number, perKey: number): WindowResult {
-  const gc = getGc();
-  const rs = buildRuleSet([
-    {
-      id: 'velocity',
-      on: ['payment'],
-      key: 'cardId',
-      pattern: {
-        kind: 'threshold',
-        aggregate: 'sum',
-        field: 'amount',
-        window: '1h',
-        operator: '>=',
-        value: 10000,
-      },
-    },
-  ]);
+  const gc = exposedGc();
+  const rs = ruleSetOf([{ ...velocityRule(10000), key: 'cardId' }]);
   const n = keys * perKey;
   // Inputs as compact arrays, so that the heap measured below holds only the partition's state.
   const order = new Int32Array(n);

@@ -1,6 +1,7 @@
 import { call, CliError, EXIT, type ClientSettings } from './cli-client.js';
 import { table } from './cli-format.js';
 import { arg, when, type CliIo, type Flags } from './cli-shared.js';
+import type { LetterView } from './dlq-letter.js';
 
 /** The flags only `vigil dlq` takes (merged with the shared ones by `runCli`). */
 export const DLQ_OPTIONS = {
@@ -19,17 +20,6 @@ export type DlqFlags = Flags & {
   after?: string;
   'dry-run'?: boolean;
 };
-
-/** A dead letter as `GET /v1/dlq` shows it. */
-interface LetterView {
-  seq: number;
-  time: string;
-  reason: string;
-  error: string;
-  source: { stream: string; subject: string; seq: number } | null;
-  rule?: string;
-  preview: string;
-}
 
 /**
  * How long one poll of `vigil dlq tail` waits on the server (ms). Short, so Ctrl-C ends the

@@ -100,9 +100,33 @@ export function preview(data: Uint8Array, size = data.byteLength): string {
 /** How a listing shows payloads: a preview only, or the whole as text (base64 when it is not) or base64. */
 export type PayloadMode = 'none' | 'text' | 'base64';
 
+/** A dead letter as the API shows it (`GET /v1/dlq`, one of `letters`). */
+export interface LetterView {
+  readonly seq: number;
+  /** When `DLQ` stored it, ISO 8601. */
+  readonly time: string;
+  readonly reason: string;
+  /** Why it was refused, or "" when the reason says it all. */
+  readonly error: string;
+  readonly source: {
+    readonly stream: string;
+    readonly subject: string;
+    readonly seq: number;
+  } | null;
+  readonly rule?: string;
+  readonly id?: string;
+  readonly size: number;
+  readonly preview: string;
+  /** The whole payload, when asked for (`payload=text|base64`), as `encoding` says. */
+  readonly payload?: string;
+  readonly encoding?: 'text' | 'base64';
+  /** Asked for, but left out: the answer's payload budget was spent (see routes-dlq.ts). */
+  readonly payloadOmitted?: boolean;
+}
+
 /** A dead letter as the API shows it. */
-export function letterView(l: DeadLetter, payload: PayloadMode): Record<string, unknown> {
-  const view: Record<string, unknown> = {
+export function letterView(l: DeadLetter, payload: PayloadMode): LetterView {
+  const view: LetterView = {
     seq: l.seq,
     time: new Date(l.storedAt).toISOString(),
     reason: l.reason,

@@ -18,6 +18,7 @@ export {
   replayMsgId,
   replayTarget,
   type DeadLetter,
+  type LetterView,
 } from './dlq-letter.js';
 export { DlqReader } from './dlq-reader.js';
 export { replayReport, type ReplayOutcome, type ReplayReport } from './dlq-replay.js';

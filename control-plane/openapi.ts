@@ -26,6 +26,9 @@ const reason = {
   description: 'Why: recorded in the control message meta (or body field `reason`).',
   schema: { type: 'string' },
 };
+
+/** A required JSON request body. */
+const body = (schema: unknown) => ({ required: true, content: json(schema) });
 const ok = (description: string, schema: unknown = { type: 'object' }) => ({
   description,
   content: json(schema),
@@ -56,6 +59,10 @@ function op(
   };
 }
 
+/** An operation on what `{id}` names: 200 with it (`schema`), 404 when there is no such thing. */
+const onId = (summary: string, role: 'read' | 'write', description: string, schema?: unknown) =>
+  op(summary, role, { '200': ok(description, schema), ...errors(404) }, { parameters: [idParam] });
+
 /** The filters of a dead-letter listing: reason, rule, since, until. */
 const dlqFilterParams = [
   {
@@ -85,9 +92,9 @@ const dlqFilterParams = [
   },
 ];
 
-const change = (body?: unknown, params: unknown[] = [idParam, ifMatch, reason]) => ({
+const change = (schema?: unknown, params: unknown[] = [idParam, ifMatch, reason]) => ({
   parameters: params,
-  ...(body === undefined ? {} : { requestBody: { required: true, content: json(body) } }),
+  ...(schema === undefined ? {} : { requestBody: body(schema) }),
 });
 
 /** The document. */
@@ -134,26 +141,18 @@ export const OPENAPI = {
               schema: { type: 'integer', minimum: 0, maximum: 100000, default: 1000 },
             },
           ],
-          requestBody: {
-            required: true,
-            content: json({
-              oneOf: [
-                ref('Rule'),
-                { type: 'object', properties: { rule: ref('Rule') } },
-                { type: 'object', properties: { message: { type: 'object' } } },
-              ],
-            }),
-          },
+          requestBody: body({
+            oneOf: [
+              ref('Rule'),
+              { type: 'object', properties: { rule: ref('Rule') } },
+              { type: 'object', properties: { message: { type: 'object' } } },
+            ],
+          }),
         },
       ),
     },
     '/rules/{id}': {
-      get: op(
-        'One rule (ETag: its version)',
-        'read',
-        { '200': ok('Rule', ref('RuleView')), ...errors(404) },
-        { parameters: [idParam] },
-      ),
+      get: onId('One rule (ETag: its version)', 'read', 'Rule', ref('RuleView')),
       put: op(
         'Create or replace a rule',
         'write',
@@ -201,11 +200,10 @@ export const OPENAPI = {
       ),
     },
     '/rules/{id}/history': {
-      get: op(
+      get: onId(
         'Every revision of a rule: who, when, why, and a diff to the revision before',
         'read',
-        { '200': ok('History'), ...errors(404) },
-        { parameters: [idParam] },
+        'History',
       ),
     },
     '/rules/{id}/diff': {
@@ -245,26 +243,22 @@ export const OPENAPI = {
         { '200': ok('Explanation'), ...errors(404, 422) },
         {
           parameters: [idParam],
-          requestBody: {
-            required: true,
-            content: json({
-              type: 'object',
-              required: ['event'],
-              properties: {
-                event: { type: 'object' },
-                key: { type: 'string', description: 'partition key, for rules without "key"' },
-              },
-            }),
-          },
+          requestBody: body({
+            type: 'object',
+            required: ['event'],
+            properties: {
+              event: { type: 'object' },
+              key: { type: 'string', description: 'partition key, for rules without "key"' },
+            },
+          }),
         },
       ),
     },
     '/rules/{id}/stats': {
-      get: op(
+      get: onId(
         'Matches, alerts, errors, quarantines, overflows and events without its key field (keyMissing) of this process, and the last alert in ALERTS',
         'read',
-        { '200': ok('Stats'), ...errors(404) },
-        { parameters: [idParam] },
+        'Stats',
       ),
     },
     '/changesets': {
@@ -274,25 +268,22 @@ export const OPENAPI = {
         { '200': ok('Applied'), ...errors(400, 409, 412, 413, 422, 504) },
         {
           parameters: [reason],
-          requestBody: {
-            required: true,
-            content: json({
-              type: 'object',
-              required: ['changes'],
-              properties: {
-                changes: {
-                  type: 'array',
-                  items: {
-                    type: 'object',
-                    description:
-                      'a control message (not a changeset). A rule or model change may carry expectedVersion (the version of the rule or model it names; parsed as If-Match: an integer, a string of digits or "*"); on other ops it is refused with 400',
-                  },
+          requestBody: body({
+            type: 'object',
+            required: ['changes'],
+            properties: {
+              changes: {
+                type: 'array',
+                items: {
+                  type: 'object',
+                  description:
+                    'a control message (not a changeset). A rule or model change may carry expectedVersion (the version of the rule or model it names; parsed as If-Match: an integer, a string of digits or "*"); on other ops it is refused with 400',
                 },
-                expectedControlSeq: { type: 'integer' },
-                reason: { type: 'string' },
               },
-            }),
-          },
+              expectedControlSeq: { type: 'integer' },
+              reason: { type: 'string' },
+            },
+          }),
         },
       ),
     },
@@ -300,12 +291,7 @@ export const OPENAPI = {
       get: op('List models and lookup tables', 'read', { '200': ok('Models') }),
     },
     '/models/{id}': {
-      get: op(
-        'One model or lookup table',
-        'read',
-        { '200': ok('Model'), ...errors(404) },
-        { parameters: [idParam] },
-      ),
+      get: onId('One model or lookup table', 'read', 'Model'),
       put: op(
         'Create or replace a model or lookup table (body up to limits.maxControlBytes, 8 MiB by default)',
         'write',
@@ -333,56 +319,38 @@ export const OPENAPI = {
         'write',
         { '200': ok('Finished (wait: true)'), '202': ok('Started'), ...errors(409, 422) },
         {
-          requestBody: {
-            required: true,
-            content: json({
-              type: 'object',
-              properties: {
-                from: {
-                  type: 'object',
-                  description: '{"seq": n} or {"time": ISO-8601}; default the first record',
-                },
-                to: {
-                  type: 'object',
-                  description: '{"seq": n} or {"time": ISO-8601}; default the head',
-                },
-                candidate: {
-                  type: 'object',
-                  description:
-                    '{"rules", "models"?} (a whole rule set) or {"changes"} (applied to the rules in force)',
-                },
-                wait: { type: 'boolean' },
-                maxAlerts: {
-                  type: 'integer',
-                  description: 'alerts listed per side (all are counted); default 1000',
-                },
+          requestBody: body({
+            type: 'object',
+            properties: {
+              from: {
+                type: 'object',
+                description: '{"seq": n} or {"time": ISO-8601}; default the first record',
               },
-            }),
-          },
+              to: {
+                type: 'object',
+                description: '{"seq": n} or {"time": ISO-8601}; default the head',
+              },
+              candidate: {
+                type: 'object',
+                description:
+                  '{"rules", "models"?} (a whole rule set) or {"changes"} (applied to the rules in force)',
+              },
+              wait: { type: 'boolean' },
+              maxAlerts: {
+                type: 'integer',
+                description: 'alerts listed per side (all are counted); default 1000',
+              },
+            },
+          }),
         },
       ),
     },
     '/backtest/{id}': {
-      get: op(
-        'Progress, then the result, of a back-test',
-        'read',
-        { '200': ok('Job'), ...errors(404) },
-        { parameters: [idParam] },
-      ),
-      delete: op(
-        'Cancel a back-test',
-        'write',
-        { '200': ok('Job'), ...errors(404) },
-        { parameters: [idParam] },
-      ),
+      get: onId('Progress, then the result, of a back-test', 'read', 'Job'),
+      delete: onId('Cancel a back-test', 'write', 'Job'),
     },
     '/models/{id}/history': {
-      get: op(
-        'Every change of a model: sequence, time, who, why',
-        'read',
-        { '200': ok('History'), ...errors(404) },
-        { parameters: [idParam] },
-      ),
+      get: onId('Every change of a model: sequence, time, who, why', 'read', 'History'),
     },
     '/status': {
       get: op(
@@ -488,28 +456,24 @@ export const OPENAPI = {
         'write',
         { '200': ok('What went back', ref('ReplayReport')), ...errors(400) },
         {
-          requestBody: {
-            required: true,
-            content: json({
-              type: 'object',
-              description: 'seqs, or a filter with at least reason or rule (oldest first)',
-              properties: {
-                seqs: { type: 'array', items: { type: 'integer' }, maxItems: 1000 },
-                reason: { type: 'string' },
-                rule: { type: 'string' },
-                since: { oneOf: [{ type: 'integer' }, { type: 'string' }] },
-                until: { oneOf: [{ type: 'integer' }, { type: 'string' }] },
-                after: {
-                  type: 'integer',
-                  minimum: 0,
-                  description:
-                    'go on after this DLQ sequence (the cursor of a replay that had more)',
-                },
-                limit: { type: 'integer', minimum: 1, maximum: 10000, default: 1000 },
-                dryRun: { type: 'boolean' },
+          requestBody: body({
+            type: 'object',
+            description: 'seqs, or a filter with at least reason or rule (oldest first)',
+            properties: {
+              seqs: { type: 'array', items: { type: 'integer' }, maxItems: 1000 },
+              reason: { type: 'string' },
+              rule: { type: 'string' },
+              since: { oneOf: [{ type: 'integer' }, { type: 'string' }] },
+              until: { oneOf: [{ type: 'integer' }, { type: 'string' }] },
+              after: {
+                type: 'integer',
+                minimum: 0,
+                description: 'go on after this DLQ sequence (the cursor of a replay that had more)',
               },
-            }),
-          },
+              limit: { type: 'integer', minimum: 1, maximum: 10000, default: 1000 },
+              dryRun: { type: 'boolean' },
+            },
+          }),
         },
       ),
     },

@@ -48,6 +48,31 @@ export interface CheckpointParts {
   readonly lineagesRemoved: readonly number[];
 }
 
+/** The hashes a store keeps a partition's checkpoint in, its meta aside (see {@link StoredParts}). */
+export interface CheckpointHashes {
+  readonly fields: Map<string, string>;
+  readonly buffered: Map<string, string>;
+  readonly lineages: Map<number, string>;
+}
+
+/**
+ * Writes a checkpoint's parts into the hashes a store keeps, as the Redis store's SAVE script does
+ * (its fence checks and the meta aside): a full checkpoint replaces the keyed state and the
+ * buffered chunks but keeps the lineage numbers; the numbers given are written before those let go.
+ */
+export function writeCheckpointParts(h: CheckpointHashes, parts: CheckpointParts): void {
+  if (parts.full) {
+    h.fields.clear();
+    h.buffered.clear();
+  }
+  for (const [f, v] of parts.upserts) h.fields.set(f, v);
+  for (const f of parts.deletes) h.fields.delete(f);
+  for (const [f, v] of parts.buffered) h.buffered.set(f, v);
+  for (const f of parts.released) h.buffered.delete(f);
+  for (const [n, sid] of parts.lineages) h.lineages.set(n, sid);
+  for (const n of parts.lineagesRemoved) h.lineages.delete(n);
+}
+
 /** The text a checkpoint writes: its meta and every upserted field and value (UTF-16 units). */
 export function checkpointPartsBytes(parts: CheckpointParts): number {
   let n = parts.meta.length;

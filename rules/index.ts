@@ -93,6 +93,8 @@ export {
   checkpointRuleSets,
   requeueCheckpoint,
   restorePartitionParts,
+  writeCheckpointParts,
+  type CheckpointHashes,
   type CheckpointParts,
   type StoredParts,
 } from './checkpoint.js';

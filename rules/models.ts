@@ -2,6 +2,7 @@ import { pointer, type Problem } from './errors.js';
 import { FORBIDDEN_NAMES } from './json-path.js';
 import type { RuleLimits } from './limits.js';
 import type { Feature, LookupModel, Model, ScorerModel } from './types.js';
+import { isObject } from './validate-json.js';
 
 /** A model ready to be used from conditions: scorers as `model:<id>`, lookups as `list:<id>`. */
 export type CompiledModel =
@@ -32,8 +33,20 @@ export function isValidId(id: unknown): id is string {
   return typeof id === 'string' && ID.test(id);
 }
 
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
+/** Checks the two fields rules and models both have: a valid `id`, and `description` if any. */
+export function validateIdAndDescription(
+  o: Record<string, unknown>,
+  at: string,
+  problems: Problem[],
+): void {
+  if (!isValidId(o.id))
+    problems.push({
+      pointer: pointer(at, 'id'),
+      message:
+        'id must be 1-128 letters, digits, "_" or "-", starting with a letter or digit (it is used as a NATS subject token)',
+    });
+  if (o.description !== undefined && typeof o.description !== 'string')
+    problems.push({ pointer: pointer(at, 'description'), message: 'description must be a string' });
 }
 
 function isRange(v: unknown): v is [number, number] {
@@ -135,14 +148,7 @@ export function validateModel(
     });
     return false;
   }
-  if (!isValidId(model.id))
-    problems.push({
-      pointer: pointer(at, 'id'),
-      message:
-        'id must be 1-128 letters, digits, "_" or "-", starting with a letter or digit (it is used as a NATS subject token)',
-    });
-  if (model.description !== undefined && typeof model.description !== 'string')
-    problems.push({ pointer: pointer(at, 'description'), message: 'description must be a string' });
+  validateIdAndDescription(model, at, problems);
   switch (model.kind) {
     case 'logistic':
     case 'linear':

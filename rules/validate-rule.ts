@@ -2,7 +2,7 @@ import { pointer, type Problem } from './errors.js';
 import { parseDuration } from './duration.js';
 import { FORBIDDEN_NAMES } from './json-path.js';
 import type { RuleLimits } from './limits.js';
-import { isValidId } from './models.js';
+import { validateIdAndDescription } from './models.js';
 import type { Rule } from './types.js';
 import {
   newRefs,
@@ -10,6 +10,7 @@ import {
   type ConditionRefs,
   type ConditionScope,
 } from './validate-condition.js';
+import { isObject } from './validate-json.js';
 
 const RULE_KEYS = new Set([
   'id',
@@ -25,10 +26,6 @@ const COMPARISONS = ['>=', '>', '<=', '<', '==', '!='];
 const AGGREGATES = ['count', 'sum', 'avg', 'min', 'max', 'distinct'];
 const STEP_NAME = /^[A-Za-z_][A-Za-z0-9_-]{0,63}$/;
 const FIELD = /^[^:]+$/;
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
 
 /** Reports every key of `o` that is not in `known`: a misspelt setting must not be silently ignored. */
 function unknownKeys(
@@ -357,14 +354,7 @@ export function validateRule(
         message: `unknown rule property "${k}"; a rule has ${[...RULE_KEYS].join(', ')}`,
       });
   }
-  if (!isValidId(rule.id))
-    problems.push({
-      pointer: pointer(at, 'id'),
-      message:
-        'id must be 1-128 letters, digits, "_" or "-", starting with a letter or digit (it is used as a NATS subject token)',
-    });
-  if (rule.description !== undefined && typeof rule.description !== 'string')
-    problems.push({ pointer: pointer(at, 'description'), message: 'description must be a string' });
+  validateIdAndDescription(rule, at, problems);
   validateTypes(rule.on, pointer(at, 'on'), 'on', problems);
   if (rule.key !== undefined) validateField(rule.key, pointer(at, 'key'), 'key', problems);
   const refs = newRefs();

@@ -1,87 +1,76 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { DeliverPolicy, jetstream } from '@nats-io/jetstream';
-import type { Alert, ControlMessage } from '../rules/index.js';
+import type { Alert, ControlMessage, Rule } from '../rules/index.js';
 import { CONTROL_SUBJECT, eventSubject, Streams } from '../protocol/index.js';
 
 /** The demo's rules: one of each kind, over payment-like events. */
+const DEMO_RULES: readonly Rule[] = [
+  {
+    id: 'big-payment',
+    on: ['payment'],
+    key: 'cardId',
+    when: { all: [{ fact: 'amount', operator: 'greaterThan', value: 900 }] },
+    alert: { severity: 'medium', title: 'payment of {{amount}} on {{cardId}}' },
+  },
+  {
+    id: 'blocked-card',
+    on: ['payment'],
+    key: 'cardId',
+    when: { all: [{ fact: 'cardId', operator: 'in', value: { fact: 'list:blocked-cards' } }] },
+    alert: { severity: 'high', title: 'blocked card {{cardId}} used', suppressFor: '1m' },
+  },
+  {
+    id: 'card-testing',
+    description: 'many small payments on one card',
+    on: ['payment'],
+    key: 'cardId',
+    when: { all: [{ fact: 'amount', operator: 'lessThan', value: 5 }] },
+    pattern: { kind: 'threshold', aggregate: 'count', window: '1m', operator: '>=', value: 5 },
+    alert: { severity: 'high', title: 'card testing on {{cardId}}', suppressFor: '1m' },
+  },
+  {
+    id: 'login-then-drain',
+    on: ['login', 'payment'],
+    key: 'cardId',
+    pattern: {
+      kind: 'sequence',
+      within: '30s',
+      steps: [
+        {
+          name: 'login',
+          on: ['login'],
+          when: { all: [{ fact: 'newDevice', operator: 'equal', value: true }] },
+        },
+        {
+          name: 'drain',
+          on: ['payment'],
+          when: { all: [{ fact: 'amount', operator: 'greaterThan', value: 500 }] },
+        },
+      ],
+    },
+    alert: { severity: 'high', title: 'new-device login then large payment on {{cardId}}' },
+  },
+  {
+    id: 'unconfirmed-order',
+    on: ['order'],
+    key: 'orderId',
+    pattern: { kind: 'absence', within: '5s', expect: { on: ['confirm'] } },
+    alert: { severity: 'low', title: 'order {{orderId}} not confirmed within 5s' },
+  },
+];
+
+/** The demo's control messages: its lookup table of stolen cards, then its rules. */
 export const DEMO_CONTROL: readonly ControlMessage[] = [
   {
     op: 'upsert-model',
     model: { id: 'blocked-cards', kind: 'lookup', values: ['c-13', 'c-42'] },
     meta: { actor: 'demo', reason: 'known stolen cards' },
   },
-  {
+  ...DEMO_RULES.map((rule): ControlMessage => ({
     op: 'upsert-rule',
-    rule: {
-      id: 'big-payment',
-      on: ['payment'],
-      key: 'cardId',
-      when: { all: [{ fact: 'amount', operator: 'greaterThan', value: 900 }] },
-      alert: { severity: 'medium', title: 'payment of {{amount}} on {{cardId}}' },
-    },
+    rule,
     meta: { actor: 'demo' },
-  },
-  {
-    op: 'upsert-rule',
-    rule: {
-      id: 'blocked-card',
-      on: ['payment'],
-      key: 'cardId',
-      when: { all: [{ fact: 'cardId', operator: 'in', value: { fact: 'list:blocked-cards' } }] },
-      alert: { severity: 'high', title: 'blocked card {{cardId}} used', suppressFor: '1m' },
-    },
-    meta: { actor: 'demo' },
-  },
-  {
-    op: 'upsert-rule',
-    rule: {
-      id: 'card-testing',
-      description: 'many small payments on one card',
-      on: ['payment'],
-      key: 'cardId',
-      when: { all: [{ fact: 'amount', operator: 'lessThan', value: 5 }] },
-      pattern: { kind: 'threshold', aggregate: 'count', window: '1m', operator: '>=', value: 5 },
-      alert: { severity: 'high', title: 'card testing on {{cardId}}', suppressFor: '1m' },
-    },
-    meta: { actor: 'demo' },
-  },
-  {
-    op: 'upsert-rule',
-    rule: {
-      id: 'login-then-drain',
-      on: ['login', 'payment'],
-      key: 'cardId',
-      pattern: {
-        kind: 'sequence',
-        within: '30s',
-        steps: [
-          {
-            name: 'login',
-            on: ['login'],
-            when: { all: [{ fact: 'newDevice', operator: 'equal', value: true }] },
-          },
-          {
-            name: 'drain',
-            on: ['payment'],
-            when: { all: [{ fact: 'amount', operator: 'greaterThan', value: 500 }] },
-          },
-        ],
-      },
-      alert: { severity: 'high', title: 'new-device login then large payment on {{cardId}}' },
-    },
-    meta: { actor: 'demo' },
-  },
-  {
-    op: 'upsert-rule',
-    rule: {
-      id: 'unconfirmed-order',
-      on: ['order'],
-      key: 'orderId',
-      pattern: { kind: 'absence', within: '5s', expect: { on: ['confirm'] } },
-      alert: { severity: 'low', title: 'order {{orderId}} not confirmed within 5s' },
-    },
-    meta: { actor: 'demo' },
-  },
+  })),
 ];
 
 const encoder = new TextEncoder();

@@ -23,53 +23,77 @@ export function findExecutable(name: string): string | undefined {
   return dirs.map((d) => join(d, name)).find((p) => existsSync(p));
 }
 
+/** Whether this process has run `apt-get update` successfully (it is run at most once). */
+let aptUpdated = false;
+
+/**
+ * Installs Debian packages with apt-get (`apt-get update` first, once per process). Only as root
+ * where apt-get is: elsewhere throws `unavailable`, which says what to install by hand.
+ */
+function aptInstall(
+  packages: readonly string[],
+  o: {
+    /** What the log line says is being installed. */
+    readonly what: string;
+    readonly unavailable: string;
+    readonly flags?: readonly string[];
+    readonly log: (line: string) => void;
+  },
+): void {
+  const apt = findExecutable('apt-get');
+  if (apt === undefined || process.getuid?.() !== 0)
+    throw new ServiceError(ServiceErrorCode.ServersMissing, o.unavailable);
+  o.log(`installing ${o.what} with apt-get …`);
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  if (!aptUpdated)
+    aptUpdated = spawnSync(apt, ['update', '-qq'], { stdio: 'inherit', env }).status === 0;
+  const install = spawnSync(apt, ['install', '-y', '-qq', ...(o.flags ?? []), ...packages], {
+    stdio: 'inherit',
+    env,
+  });
+  if (install.status !== 0)
+    throw new ServiceError(
+      ServiceErrorCode.ServersMissing,
+      `apt-get could not install ${packages.join(' ')} (exit ${install.status}); install ${packages.length === 1 ? 'it' : 'them'} by hand`,
+    );
+}
+
+/** Where each of `names` is, once installed; throws when one is still missing. */
+function installed<N extends string>(names: readonly N[]): Record<N, string> {
+  const paths = {} as Record<N, string>;
+  for (const name of names) {
+    const path = findExecutable(name);
+    if (path === undefined)
+      throw new ServiceError(
+        ServiceErrorCode.ServersMissing,
+        `${names.join(' or ')} is still missing after installing`,
+      );
+    paths[name] = path;
+  }
+  return paths;
+}
+
 /**
  * Makes sure nats-server and redis-server are installed: on Debian/Ubuntu as root, installs the
- * missing ones with apt-get; elsewhere throws an error that says what to install.
+ * missing ones with apt-get (their packages are named as the programs); elsewhere throws an error
+ * that says what to install.
  */
 export function ensureServersInstalled(log: (line: string) => void = () => {}): {
   nats: string;
   redis: string;
 } {
-  const missing = [
-    ['nats-server', 'nats-server'],
-    ['redis-server', 'redis-server'],
-  ].filter(([bin]) => findExecutable(bin as string) === undefined);
-  if (missing.length > 0) {
-    const pkgs = missing.map(([, pkg]) => pkg as string);
-    const apt = findExecutable('apt-get');
-    if (apt === undefined || process.getuid?.() !== 0) {
-      throw new ServiceError(
-        ServiceErrorCode.ServersMissing,
-        `${pkgs.join(' and ')} not found; install them (Debian/Ubuntu: sudo apt-get install ${pkgs.join(' ')}; nats-server 2.9+ with JetStream), or set NATS_URL and REDIS_URL to servers you run`,
-      );
-    }
-    log(`installing ${pkgs.join(', ')} with apt-get …`);
-    const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-    const update = spawnSync(apt, ['update', '-qq'], { stdio: 'inherit', env });
-    aptUpdated = update.status === 0;
-    const install =
-      update.status === 0
-        ? spawnSync(apt, ['install', '-y', '-qq', ...pkgs], { stdio: 'inherit', env })
-        : update;
-    if (install.status !== 0)
-      throw new ServiceError(
-        ServiceErrorCode.ServersMissing,
-        `apt-get could not install ${pkgs.join(' ')} (exit ${install.status}); install them by hand`,
-      );
-  }
-  const nats = findExecutable('nats-server');
-  const redis = findExecutable('redis-server');
-  if (nats === undefined || redis === undefined)
-    throw new ServiceError(
-      ServiceErrorCode.ServersMissing,
-      'nats-server or redis-server is still missing after installing',
-    );
+  const missing = ['nats-server', 'redis-server'].filter(
+    (bin) => findExecutable(bin) === undefined,
+  );
+  if (missing.length > 0)
+    aptInstall(missing, {
+      what: missing.join(', '),
+      unavailable: `${missing.join(' and ')} not found; install them (Debian/Ubuntu: sudo apt-get install ${missing.join(' ')}; nats-server 2.9+ with JetStream), or set NATS_URL and REDIS_URL to servers you run`,
+      log,
+    });
+  const { 'nats-server': nats, 'redis-server': redis } = installed(['nats-server', 'redis-server']);
   return { nats, redis };
 }
-
-/** Whether this process has run `apt-get update` successfully (it is run at most once). */
-let aptUpdated = false;
 
 /**
  * Makes sure Prometheus and promtool are installed (Debian's `prometheus` package, which ships
@@ -81,38 +105,15 @@ export function ensurePrometheusInstalled(log: (line: string) => void = () => {}
   prometheus: string;
   promtool: string;
 } {
-  if (findExecutable('prometheus') === undefined || findExecutable('promtool') === undefined) {
-    const apt = findExecutable('apt-get');
-    if (apt === undefined || process.getuid?.() !== 0)
-      throw new ServiceError(
-        ServiceErrorCode.ServersMissing,
+  if (findExecutable('prometheus') === undefined || findExecutable('promtool') === undefined)
+    aptInstall(['prometheus'], {
+      what: 'prometheus (prometheus, promtool)',
+      unavailable:
         'prometheus or promtool not found; install them (Debian/Ubuntu: sudo apt-get install --no-install-recommends prometheus; Prometheus 2.x)',
-      );
-    log('installing prometheus (prometheus, promtool) with apt-get …');
-    const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-    if (!aptUpdated) {
-      const update = spawnSync(apt, ['update', '-qq'], { stdio: 'inherit', env });
-      aptUpdated = update.status === 0;
-    }
-    const install = spawnSync(
-      apt,
-      ['install', '-y', '-qq', '--no-install-recommends', 'prometheus'],
-      { stdio: 'inherit', env },
-    );
-    if (install.status !== 0)
-      throw new ServiceError(
-        ServiceErrorCode.ServersMissing,
-        `apt-get could not install prometheus (exit ${install.status}); install it by hand`,
-      );
-  }
-  const prometheus = findExecutable('prometheus');
-  const promtool = findExecutable('promtool');
-  if (prometheus === undefined || promtool === undefined)
-    throw new ServiceError(
-      ServiceErrorCode.ServersMissing,
-      'prometheus or promtool is still missing after installing',
-    );
-  return { prometheus, promtool };
+      flags: ['--no-install-recommends'],
+      log,
+    });
+  return installed(['prometheus', 'promtool']);
 }
 
 /** A free TCP port on loopback (redis-server cannot pick a random port itself). */

@@ -1,6 +1,7 @@
 import type { CompiledAbsence, CompiledRule } from '../compile-rule.js';
 import type { EventRef } from '../types.js';
 import {
+  capPending,
   opState,
   titleFields,
   type KeyState,
@@ -51,12 +52,7 @@ export function absenceEvent(
   if (e.expected && s.p.length > 0) s.p = s.p.filter((x) => x.deadline <= ts);
   if (e.trigger) {
     s.p.push({ deadline: ts + p.withinMs, ref: e.ref, f: titleFields(rule, e.event) });
-    const max = host.limits.maxPendingPerKey;
-    if (s.p.length > max) {
-      const drop = s.p.length - max;
-      s.p.splice(0, drop);
-      host.overflow(rule, e.key, drop, 'maxPendingPerKey');
-    }
+    capPending(rule, s.p, e.key, host);
   }
   schedule(rule, s, e.key, host);
 }

@@ -120,6 +120,23 @@ export interface AlertDraft {
   readonly fields: Readonly<Record<string, unknown>>;
 }
 
+/**
+ * Holds a key's pending entries (absence triggers, sequence partial matches; oldest first) to
+ * `maxPendingPerKey`: drops the oldest beyond it and reports them as an overflow.
+ */
+export function capPending(
+  rule: CompiledRule,
+  pending: unknown[],
+  key: string,
+  host: OperatorHost,
+): void {
+  const max = host.limits.maxPendingPerKey;
+  if (pending.length <= max) return;
+  const drop = pending.length - max;
+  pending.splice(0, drop);
+  host.overflow(rule, key, drop, 'maxPendingPerKey');
+}
+
 /** The fields a rule's title reads, copied from an event so a timer can render the alert later. */
 export function titleFields(
   rule: CompiledRule,

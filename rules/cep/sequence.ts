@@ -2,6 +2,7 @@ import { evalContext } from '../compile-condition.js';
 import type { CompiledRule, CompiledSequence, CompiledStep } from '../compile-rule.js';
 import type { EventRef } from '../types.js';
 import {
+  capPending,
   opState,
   titleFields,
   type KeyState,
@@ -184,12 +185,7 @@ export function sequenceEvent(
     for (const m of done) complete(rule, p, ks, e, m, host);
     s.pm = survivors; // still in start order: existing matches kept their order, a new one starts now
   }
-  const max = host.limits.maxPendingPerKey;
-  if (s.pm.length > max) {
-    const drop = s.pm.length - max;
-    s.pm.splice(0, drop);
-    host.overflow(rule, e.key, drop, 'maxPendingPerKey');
-  }
+  capPending(rule, s.pm, e.key, host);
   schedule(rule, p, s, e.key, host);
 }
 

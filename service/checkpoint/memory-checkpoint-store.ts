@@ -1,4 +1,4 @@
-import type { CheckpointParts, RuleSetJSON } from '../../rules/index.js';
+import { writeCheckpointParts, type CheckpointParts, type RuleSetJSON } from '../../rules/index.js';
 import type { MemoryStoreBackend } from '../ownership/memory-backend.js';
 import {
   CheckpointFencedError,
@@ -61,16 +61,7 @@ export class MemoryCheckpointStore implements CheckpointStore {
     if (refused !== undefined)
       throw new CheckpointFencedError(`checkpoint of partition ${partition} refused: ${refused}`);
     const c = this.backend.checkpoint(partition);
-    if (parts.full) {
-      c.state = new Map();
-      c.buffer = new Map();
-    }
-    for (const [f, v] of parts.upserts) c.state.set(f, v);
-    for (const f of parts.deletes) c.state.delete(f);
-    for (const [f, v] of parts.buffered) c.buffer.set(f, v);
-    for (const f of parts.released) c.buffer.delete(f);
-    for (const [n, sid] of parts.lineages) c.lineages.set(n, sid);
-    for (const n of parts.lineagesRemoved) c.lineages.delete(n);
+    writeCheckpointParts({ fields: c.state, buffered: c.buffer, lineages: c.lineages }, parts);
     c.fence = fence;
     c.offset = parts.offset;
     c.controlSeq = parts.controlSeq;

@@ -10,12 +10,11 @@ import { RecordHistogram } from './record-histogram.js';
  */
 export class WorkerMetrics {
   readonly registry = new Registry();
-  readonly events = new Counter({
-    name: 'vigil_events_total',
-    help: 'Records read from the partition logs, by partition and outcome (judged, late, invalid, marker, tick, …)',
-    labelNames: ['partition', 'outcome'],
-    registers: [this.registry],
-  });
+  readonly events = this.counter(
+    'vigil_events_total',
+    'Records read from the partition logs, by partition and outcome (judged, late, invalid, marker, tick, …)',
+    ['partition', 'outcome'],
+  );
   /** Observed for every event: a {@link RecordHistogram}, not prom-client's. */
   readonly processing = new RecordHistogram(
     'vigil_processing_seconds',
@@ -23,162 +22,132 @@ export class WorkerMetrics {
     [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     this.registry,
   );
-  readonly alerts = new Counter({
-    name: 'vigil_alerts_total',
-    help: 'Alerts published, by rule',
-    labelNames: ['rule'],
-    registers: [this.registry],
-  });
-  readonly suppressed = new Counter({
-    name: 'vigil_alerts_suppressed_total',
-    help: 'Alerts held back by alert.suppressFor',
-    registers: [this.registry],
-  });
-  readonly dlq = new Counter({
-    name: 'vigil_dlq_total',
-    help: 'Messages sent to the dead-letter stream, by reason',
-    labelNames: ['reason'],
-    registers: [this.registry],
-  });
-  readonly ruleMatches = new Counter({
-    name: 'vigil_rule_matches_total',
-    help: "Events a rule's when accepted (before its pattern), by rule",
-    labelNames: ['rule'],
-    registers: [this.registry],
-  });
-  readonly ruleKeyMissing = new Counter({
-    name: 'vigil_rule_key_missing_total',
-    help: "Events of a rule's type that did not meet it because they lack its key field (or hold no string or number there), by rule",
-    labelNames: ['rule'],
-    registers: [this.registry],
-  });
-  readonly ruleErrors = new Counter({
-    name: 'vigil_rule_errors_total',
-    help: 'Events a rule failed on, by rule',
-    labelNames: ['rule'],
-    registers: [this.registry],
-  });
-  readonly quarantines = new Counter({
-    name: 'vigil_quarantines_total',
-    help: 'pause-rule messages published because a rule kept failing',
-    labelNames: ['rule'],
-    registers: [this.registry],
-  });
-  readonly overflows = new Counter({
-    name: 'vigil_state_overflow_total',
-    help: 'Keyed-state entries dropped at a per-key limit, by rule and limit',
-    labelNames: ['rule', 'limit'],
-    registers: [this.registry],
-  });
-  readonly controlApplied = new Gauge({
-    name: 'vigil_control_seq_applied',
-    help: 'CONTROL sequence in force, per partition',
-    labelNames: ['partition'],
-    registers: [this.registry],
-  });
-  readonly gcPause = new Histogram({
-    name: 'vigil_gc_pause_seconds',
-    help: 'Garbage-collection pauses of each worker thread, by kind (minor, major, incremental, weakcb); the worker judges no event and applies no marker meanwhile',
-    labelNames: ['worker', 'kind'],
-    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
-    registers: [this.registry],
-  });
-  readonly controlSeen = new Gauge({
-    name: 'vigil_control_seq_seen',
-    help: 'Highest CONTROL sequence this worker has read',
-    labelNames: ['worker'],
-    registers: [this.registry],
-  });
-  readonly activation = new Histogram({
-    name: 'vigil_activation_seconds',
-    help: 'Time from a control message being stored in CONTROL to its marker being applied on a partition',
-    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
-    registers: [this.registry],
-  });
-  readonly offset = new Gauge({
-    name: 'vigil_partition_offset',
-    help: 'EVENTS sequence of the last record the partition processed',
-    labelNames: ['partition'],
-    registers: [this.registry],
-  });
-  readonly lag = new Gauge({
-    name: 'vigil_consumer_lag',
-    help: 'Messages of the partition not yet read by its consumer',
-    labelNames: ['partition'],
-    registers: [this.registry],
-  });
-  readonly watermarkLag = new Gauge({
-    name: 'vigil_watermark_lag_seconds',
-    help: 'Wall-clock time minus the partition watermark',
-    labelNames: ['partition'],
-    registers: [this.registry],
-  });
-  readonly liveKeys = new Gauge({
-    name: 'vigil_live_keys',
-    help: "Keys holding keyed state in the partition's memory (restored keys included)",
-    labelNames: ['partition'],
-    registers: [this.registry],
-  });
-  readonly liveStates = new Gauge({
-    name: 'vigil_live_states',
-    help: "(key, rule) states in the partition's memory; a key restored from a checkpoint counts once the partition has touched it",
-    labelNames: ['partition'],
-    registers: [this.registry],
-  });
-  readonly expired = new Counter({
-    name: 'vigil_state_expired_total',
-    help: '(key, rule) states removed because event time passed their end, by reason (window, suppression, ttl)',
-    labelNames: ['reason'],
-    registers: [this.registry],
-  });
-  readonly checkpointSeconds = new Histogram({
-    name: 'vigil_checkpoint_duration_seconds',
-    help: 'Time to write one partition checkpoint (including waiting for its alerts to be acknowledged)',
-    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
-    registers: [this.registry],
-  });
-  readonly checkpointBytes = new Counter({
-    name: 'vigil_checkpoint_bytes_total',
-    help: 'Bytes written by checkpoints, by kind (incremental or full)',
-    labelNames: ['kind'],
-    registers: [this.registry],
-  });
-  readonly checkpointLast = new Gauge({
-    name: 'vigil_checkpoint_last_success_timestamp_seconds',
-    help: 'When the partition last checkpointed successfully',
-    labelNames: ['partition'],
-    registers: [this.registry],
-  });
-  readonly checkpointOffset = new Gauge({
-    name: 'vigil_checkpoint_offset',
-    help: "EVENTS sequence covered by the partition's last checkpoint",
-    labelNames: ['partition'],
-    registers: [this.registry],
-  });
-  readonly checkpointFailures = new Counter({
-    name: 'vigil_checkpoint_failures_total',
-    help: 'Failed checkpoint writes, by partition and reason (store, fenced)',
-    labelNames: ['partition', 'reason'],
-    registers: [this.registry],
-  });
-  readonly ready = new Gauge({
-    name: 'vigil_worker_ready',
-    help: '1 when the worker has caught up with CONTROL and runs its partitions',
-    labelNames: ['worker'],
-    registers: [this.registry],
-  });
-  readonly leasesHeld = new Gauge({
-    name: 'vigil_leases_held',
-    help: 'Partitions this worker runs under a lease of this process',
-    labelNames: ['worker'],
-    registers: [this.registry],
-  });
-  readonly leaseHandoffs = new Counter({
-    name: 'vigil_lease_handoffs_total',
-    help: 'Partitions that changed hands here, by reason (acquired, released after a final checkpoint, lost)',
-    labelNames: ['reason'],
-    registers: [this.registry],
-  });
+  readonly alerts = this.counter('vigil_alerts_total', 'Alerts published, by rule', ['rule']);
+  readonly suppressed = this.counter(
+    'vigil_alerts_suppressed_total',
+    'Alerts held back by alert.suppressFor',
+  );
+  readonly dlq = this.counter(
+    'vigil_dlq_total',
+    'Messages sent to the dead-letter stream, by reason',
+    ['reason'],
+  );
+  readonly ruleMatches = this.counter(
+    'vigil_rule_matches_total',
+    "Events a rule's when accepted (before its pattern), by rule",
+    ['rule'],
+  );
+  readonly ruleKeyMissing = this.counter(
+    'vigil_rule_key_missing_total',
+    "Events of a rule's type that did not meet it because they lack its key field (or hold no string or number there), by rule",
+    ['rule'],
+  );
+  readonly ruleErrors = this.counter(
+    'vigil_rule_errors_total',
+    'Events a rule failed on, by rule',
+    ['rule'],
+  );
+  readonly quarantines = this.counter(
+    'vigil_quarantines_total',
+    'pause-rule messages published because a rule kept failing',
+    ['rule'],
+  );
+  readonly overflows = this.counter(
+    'vigil_state_overflow_total',
+    'Keyed-state entries dropped at a per-key limit, by rule and limit',
+    ['rule', 'limit'],
+  );
+  readonly controlApplied = this.gauge(
+    'vigil_control_seq_applied',
+    'CONTROL sequence in force, per partition',
+    ['partition'],
+  );
+  readonly gcPause = this.histogram(
+    'vigil_gc_pause_seconds',
+    'Garbage-collection pauses of each worker thread, by kind (minor, major, incremental, weakcb); the worker judges no event and applies no marker meanwhile',
+    [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+    ['worker', 'kind'],
+  );
+  readonly controlSeen = this.gauge(
+    'vigil_control_seq_seen',
+    'Highest CONTROL sequence this worker has read',
+    ['worker'],
+  );
+  readonly activation = this.histogram(
+    'vigil_activation_seconds',
+    'Time from a control message being stored in CONTROL to its marker being applied on a partition',
+    [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+  );
+  readonly offset = this.gauge(
+    'vigil_partition_offset',
+    'EVENTS sequence of the last record the partition processed',
+    ['partition'],
+  );
+  readonly lag = this.gauge(
+    'vigil_consumer_lag',
+    'Messages of the partition not yet read by its consumer',
+    ['partition'],
+  );
+  readonly watermarkLag = this.gauge(
+    'vigil_watermark_lag_seconds',
+    'Wall-clock time minus the partition watermark',
+    ['partition'],
+  );
+  readonly liveKeys = this.gauge(
+    'vigil_live_keys',
+    "Keys holding keyed state in the partition's memory (restored keys included)",
+    ['partition'],
+  );
+  readonly liveStates = this.gauge(
+    'vigil_live_states',
+    "(key, rule) states in the partition's memory; a key restored from a checkpoint counts once the partition has touched it",
+    ['partition'],
+  );
+  readonly expired = this.counter(
+    'vigil_state_expired_total',
+    '(key, rule) states removed because event time passed their end, by reason (window, suppression, ttl)',
+    ['reason'],
+  );
+  readonly checkpointSeconds = this.histogram(
+    'vigil_checkpoint_duration_seconds',
+    'Time to write one partition checkpoint (including waiting for its alerts to be acknowledged)',
+    [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+  );
+  readonly checkpointBytes = this.counter(
+    'vigil_checkpoint_bytes_total',
+    'Bytes written by checkpoints, by kind (incremental or full)',
+    ['kind'],
+  );
+  readonly checkpointLast = this.gauge(
+    'vigil_checkpoint_last_success_timestamp_seconds',
+    'When the partition last checkpointed successfully',
+    ['partition'],
+  );
+  readonly checkpointOffset = this.gauge(
+    'vigil_checkpoint_offset',
+    "EVENTS sequence covered by the partition's last checkpoint",
+    ['partition'],
+  );
+  readonly checkpointFailures = this.counter(
+    'vigil_checkpoint_failures_total',
+    'Failed checkpoint writes, by partition and reason (store, fenced)',
+    ['partition', 'reason'],
+  );
+  readonly ready = this.gauge(
+    'vigil_worker_ready',
+    '1 when the worker has caught up with CONTROL and runs its partitions',
+    ['worker'],
+  );
+  readonly leasesHeld = this.gauge(
+    'vigil_leases_held',
+    'Partitions this worker runs under a lease of this process',
+    ['worker'],
+  );
+  readonly leaseHandoffs = this.counter(
+    'vigil_lease_handoffs_total',
+    'Partitions that changed hands here, by reason (acquired, released after a final checkpoint, lost)',
+    ['reason'],
+  );
   // The worker's own heap (the main thread's is nodejs_heap_size_used_bytes): keyed state,
   // buffered events and checkpoint text live here. Added up over the workers.
   readonly heapUsed: Gauge = new Gauge({
@@ -212,6 +181,34 @@ export class WorkerMetrics {
       this.loopDelay.reset();
     },
   });
+
+  /** A counter in this worker's registry (labelled by `labelNames`). */
+  private counter<L extends string = never>(
+    name: string,
+    help: string,
+    labelNames: readonly L[] = [],
+  ): Counter<L> {
+    return new Counter({ name, help, labelNames, registers: [this.registry] });
+  }
+
+  /** A gauge in this worker's registry, added up over the workers. */
+  private gauge<L extends string = never>(
+    name: string,
+    help: string,
+    labelNames: readonly L[] = [],
+  ): Gauge<L> {
+    return new Gauge({ name, help, labelNames, registers: [this.registry] });
+  }
+
+  /** A histogram in this worker's registry. */
+  private histogram<L extends string = never>(
+    name: string,
+    help: string,
+    buckets: number[],
+    labelNames: readonly L[] = [],
+  ): Histogram<L> {
+    return new Histogram({ name, help, labelNames, buckets, registers: [this.registry] });
+  }
 }
 
 /** The `rule` label value of every rule beyond the cap of {@link RuleLabels}. */

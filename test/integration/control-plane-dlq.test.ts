@@ -5,7 +5,11 @@ import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startVigil, type RunningVigil } from '../../app/index.js';
-import { replayMsgId, resolveControlPlaneOptions } from '../../control-plane/index.js';
+import {
+  replayMsgId,
+  resolveControlPlaneOptions,
+  type LetterView,
+} from '../../control-plane/index.js';
 import { runCli } from '../../control-plane/cli.js';
 import { partitionOf } from '../../protocol/index.js';
 import { resolveOptions } from '../../service/index.js';
@@ -45,23 +49,10 @@ const fixed = {
   alert: { severity: 'high', title: 'probe {{a}}' },
 };
 
-interface Letter {
-  seq: number;
-  time: string;
-  reason: string;
-  error: string;
-  source: { stream: string; subject: string; seq: number } | null;
-  rule?: string;
-  preview: string;
-  size: number;
-  payload?: string;
-  encoding?: string;
-}
-
-const letters = async (query = ''): Promise<Letter[]> => {
+const letters = async (query = ''): Promise<LetterView[]> => {
   const r = await api('GET', `/dlq${query}`, { token: R });
   expect(r.status).toBe(200);
-  return r.body.letters as Letter[];
+  return r.body.letters as LetterView[];
 };
 
 /** Seqs of the letters of the first test, by reason. */
@@ -117,7 +108,7 @@ describe('dead letters through the REST API', () => {
     expect(put.status).toBe(201);
     await activated(vigil.service, put.body.version as number, P);
     // One at a time: the keys are in different partitions, whose letters may reach DLQ in any order.
-    let all: Letter[] = [];
+    let all: LetterView[] = [];
     for (const [key, payload] of [
       ['k1', 'not json\nat all'],
       ['k2', JSON.stringify({ amount: 5 })],
@@ -131,7 +122,7 @@ describe('dead letters through the REST API', () => {
     expect(all.map((l) => l.reason)).toEqual(['not-json', 'missing-type', 'rule-error']);
     for (const l of all) seqOf[l.reason] = l.seq;
     expect(all.map((l) => l.seq)).toEqual([...all.map((l) => l.seq)].sort((a, b) => a - b));
-    const [notJson, , ruleError] = all as [Letter, Letter, Letter];
+    const [notJson, , ruleError] = all as [LetterView, LetterView, LetterView];
     expect(notJson).toMatchObject({
       reason: 'not-json',
       preview: 'not json at all',
@@ -161,12 +152,12 @@ describe('dead letters through the REST API', () => {
     // The latest one, and a page from the start with its cursor.
     const latest = await api('GET', '/dlq?limit=1', { token: R });
     expect(latest.body).toMatchObject({ more: true, cursor: ruleError.seq });
-    expect(latest.body.letters.map((l: Letter) => l.seq)).toEqual([ruleError.seq]);
+    expect(latest.body.letters.map((l: LetterView) => l.seq)).toEqual([ruleError.seq]);
     const first = await api('GET', '/dlq?after=0&limit=2', { token: R });
     expect(first.body).toMatchObject({ more: true, cursor: seqOf['missing-type'] });
     const next = await api('GET', `/dlq?after=${first.body.cursor}&limit=2`, { token: R });
     expect(next.body).toMatchObject({ more: false, cursor: ruleError.seq });
-    expect(next.body.letters.map((l: Letter) => l.seq)).toEqual([ruleError.seq]);
+    expect(next.body.letters.map((l: LetterView) => l.seq)).toEqual([ruleError.seq]);
 
     const [text] = await letters('?reason=not-json&payload=text');
     expect(text).toMatchObject({ payload: 'not json\nat all', encoding: 'text' });
@@ -220,7 +211,7 @@ describe('dead letters through the REST API', () => {
     await servers.js.publish('events.k3', 'still not json');
     const got = await waiting;
     expect(Date.now() - t1).toBeLessThan(15_000);
-    expect(got.body.letters.map((l: Letter) => l.preview)).toEqual(['still not json']);
+    expect(got.body.letters.map((l: LetterView) => l.preview)).toEqual(['still not json']);
     expect(got.body.cursor).toBe(got.body.letters[0].seq);
     // Letters past the cursor that the query cannot take (limit 0; past `until`) end the wait
     // at once rather than being read again and again until the client hangs up.
@@ -282,7 +273,7 @@ describe('dead letters through the REST API', () => {
 
     // A rejected control message is not replayed; a sequence DLQ does not hold fails alone.
     await servers.js.publish('vigil.control', '{"op":');
-    let control: Letter[] = [];
+    let control: LetterView[] = [];
     await eventually(
       async () => (control = await letters('?reason=invalid-control')).length === 1,
       30_000,

@@ -3,7 +3,9 @@ import {
   createPartition,
   emptyRuleSet,
   processRecord,
+  writeCheckpointParts,
   type Alert,
+  type CheckpointHashes,
   type CheckpointParts,
   type PartitionState,
   type ProcessResult,
@@ -12,11 +14,8 @@ import {
 } from '../../rules/index.js';
 
 /** One partition's checkpoint as Redis holds it: the last meta, and its keyed-state, buffered-event and lineage-number hashes. */
-export interface MemoryStore {
+export interface MemoryStore extends CheckpointHashes {
   meta: string;
-  readonly fields: Map<string, string>;
-  readonly buffered: Map<string, string>;
-  readonly lineages: Map<number, string>;
 }
 
 export const memoryStore = (meta = ''): MemoryStore => ({
@@ -28,16 +27,7 @@ export const memoryStore = (meta = ''): MemoryStore => ({
 
 /** Writes a checkpoint into the store as the store's SAVE script does (the fence checks aside). */
 export function writeParts(store: MemoryStore, parts: CheckpointParts): void {
-  if (parts.full) {
-    store.fields.clear();
-    store.buffered.clear();
-  }
-  for (const [f, v] of parts.upserts) store.fields.set(f, v);
-  for (const f of parts.deletes) store.fields.delete(f);
-  for (const [f, v] of parts.buffered) store.buffered.set(f, v);
-  for (const f of parts.released) store.buffered.delete(f);
-  for (const [n, sid] of parts.lineages) store.lineages.set(n, sid);
-  for (const n of parts.lineagesRemoved) store.lineages.delete(n);
+  writeCheckpointParts(store, parts);
   store.meta = parts.meta;
 }
 

@@ -216,7 +216,7 @@ describe('dead letters: the query of a listing', () => {
 describe('vigil dlq tail', () => {
   it('prints one line per letter: sequence, time, reason, source, rule, error, payload', () => {
     const view = letterView({ ...stored(sinkHeaders), ruleId: 'r1' } as DeadLetter, 'none');
-    expect(letterLine(view as unknown as Parameters<typeof letterLine>[0])).toBe(
+    expect(letterLine(view)).toBe(
       '#7  2026-12-01 12:00:00Z  missing-type  events.k1.3#41  rule r1  event has no "type"  {"amount":5}',
     );
   });
