@@ -68,11 +68,11 @@ export function startIdleGc(opts: {
     const t0 = performance.now();
     gc();
     for (const r of runners) counted.set(r, expiredOf(r.state));
+    const h = getHeapStatistics();
     opts.log(
       'info',
-      `collected the heap after ${expired} expired states, the partitions idle (${(performance.now() - t0).toFixed(0)} ms)`,
+      `collected the heap after ${expired} expired states, the partitions idle (${(performance.now() - t0).toFixed(0)} ms): ${mb(h.used_heap_size)} MB used, ${mb(h.total_heap_size)} MB committed`,
     );
-    const h = getHeapStatistics();
     const slack = h.total_heap_size - h.used_heap_size;
     if (opts.recycleSlackBytes > 0 && slack >= opts.recycleSlackBytes && !recycling) {
       recycling = true;
@@ -86,7 +86,7 @@ export function startIdleGc(opts: {
 }
 
 function mb(bytes: number): string {
-  return (bytes / 1e6).toFixed(0);
+  return (bytes / 1e6).toFixed(1);
 }
 
 function expiredOf(st: PartitionState): number {
