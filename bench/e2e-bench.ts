@@ -281,12 +281,15 @@ function partitionsReporting(ms: readonly Metric[]): number {
 }
 
 /** Cumulative buckets of a histogram: upper bound (s) → count. */
-function buckets(ms: readonly Metric[], name: string): Map<number, number> {
+/** A histogram's cumulative buckets (upper bound → count), summed over the series whose labels include `having`. */
+function buckets(ms: readonly Metric[], name: string, having = ''): Map<number, number> {
   const out = new Map<number, number>();
   for (const m of ms) {
-    if (m.name !== `${name}_bucket`) continue;
+    if (m.name !== `${name}_bucket` || !m.labels.includes(having)) continue;
     const le = /le="([^"]+)"/.exec(m.labels)?.[1];
-    if (le !== undefined) out.set(le === '+Inf' ? Infinity : Number(le), m.value);
+    if (le === undefined) continue;
+    const bound = le === '+Inf' ? Infinity : Number(le);
+    out.set(bound, (out.get(bound) ?? 0) + m.value);
   }
   return out;
 }
@@ -953,6 +956,12 @@ async function main(): Promise<void> {
   const alerts = sumOf(afterDrain, 'vigil_alerts_total');
   const dlq = sumOf(afterDrain, 'vigil_dlq_total');
   const judged = sumOf(afterDrain, 'vigil_events_total', 'outcome="judged"');
+  // The worker threads' own CPU (their start-up included), beside bench:core's µs per event for
+  // the same inputs: what the runtime adds to judging.
+  result.workerCpuMicrosPerRecord = round(
+    (sumOf(afterDrain, 'vigil_worker_cpu_seconds_total') / target) * 1e6,
+    1,
+  );
   if (minApplied(afterDrain) < rulesSeq)
     throw new Error(`the rules (seq ${rulesSeq}) are not in force on every partition`);
   Object.assign(result, {
@@ -1033,7 +1042,9 @@ async function main(): Promise<void> {
   const probeRule = rules.find((r) => r.pattern !== undefined) as Rule;
   let last = await readMetrics(service);
   const histFirst = buckets(last, 'vigil_activation_seconds');
+  const scavengesFirst = buckets(last, 'vigil_gc_pause_seconds', 'kind="minor"');
   const eventsBefore = sumOf(last, 'vigil_events_total');
+  const workerCpuBefore = sumOf(last, 'vigil_worker_cpu_seconds_total');
   const loadCpu = cpuMeter([nats, redis]);
   const tLoad = performance.now();
   const tLoadWall = Date.now();
@@ -1126,11 +1137,33 @@ async function main(): Promise<void> {
       k.maxMs = Math.max(k.maxMs, round(g.ms));
     }
   const histLast = buckets(last, 'vigil_activation_seconds');
+  // Every scavenge of the workers meanwhile (the histogram), and the longest of those the workers
+  // reported one by one (each of at least GC_REPORT_MS).
+  const scavengesLast = buckets(last, 'vigil_gc_pause_seconds', 'kind="minor"');
+  const longScavenges: number[] = [];
+  for (let w = 0; w < WORKERS; w++)
+    for (const g of service.pool.gcPauses.between(w, tLoadWall, Date.now()))
+      if (g.kind === 'minor') longScavenges.push(g.ms);
+  longScavenges.sort((a, b) => a - b);
+  const scavenges = (scavengesLast.get(Infinity) ?? 0) - (scavengesFirst.get(Infinity) ?? 0);
+  // The p99 is exact when it is among the scavenges reported one by one (those of at least
+  // GC_REPORT_MS); else it is read from the histogram, whose buckets are coarse.
+  const fromTop = scavenges - Math.ceil(0.99 * scavenges);
+  const scavengeP99 =
+    fromTop < longScavenges.length
+      ? (longScavenges[longScavenges.length - 1 - fromTop] as number)
+      : histogramQuantileMs(scavengesFirst, scavengesLast, 0.99);
   const servedRate = (sumOf(last, 'vigil_events_total') - eventsBefore) / loadSeconds;
   // Under load the bench also produces: its process holds the producer and the service.
   cpuMicrosPerRecord.underLoad = perRecord(
     loadCpu(),
     sumOf(last, 'vigil_events_total') - eventsBefore,
+  );
+  result.workerCpuMicrosPerRecordUnderLoad = round(
+    ((sumOf(last, 'vigil_worker_cpu_seconds_total') - workerCpuBefore) /
+      Math.max(1, sumOf(last, 'vigil_events_total') - eventsBefore)) *
+      1e6,
+    1,
   );
   const lagAtEnd = sumOf(last, 'vigil_consumer_lag');
   const produced = await producer.stop();
@@ -1160,6 +1193,11 @@ async function main(): Promise<void> {
     activationObservations: observations,
     activationSlowChanges: slowChanges,
     gcPausesUnderLoad: gcUnderLoad,
+    scavengesUnderLoad: scavenges,
+    scavengeP99Ms: scavengeP99 === null ? null : round(scavengeP99),
+    // Null: no scavenge reached GC_REPORT_MS.
+    scavengeMaxMs: longScavenges.length === 0 ? null : round(longScavenges.at(-1) as number),
+    scavengesOver20Ms: longScavenges.filter((ms) => ms > 20).length,
     loadEventsPerSec: Math.round(produced.published / produced.seconds),
     loadServedRecordsPerSec: Math.round(servedRate),
     loadLagAtEnd: lagAtEnd,
@@ -1173,6 +1211,9 @@ async function main(): Promise<void> {
         .map(([k, g]) => `${k} ${g.count} (${g.totalMs} ms in all, longest ${g.maxMs} ms)`)
         .join(', ') || 'none'
     }`,
+  );
+  log(
+    `    worker scavenges meanwhile: ${result.scavengesUnderLoad}, p99 ${result.scavengeP99Ms ?? '-'} ms, longest ${result.scavengeMaxMs ?? `< ${GC_REPORT_MS}`} ms, ${result.scavengesOver20Ms} over 20 ms`,
   );
   log(
     `    activation, all ${PARTITIONS} partitions (slowest partition): p50 ${p50} ms, p90 ${p90} ms, p99 ${p99} ms, max ${uppers[uppers.length - 1]} ms; per change: ${perChange.map((c) => c.ms).join(' ')}`,

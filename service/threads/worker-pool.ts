@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { Worker } from 'node:worker_threads';
 import { AggregatorRegistry, type Registry } from 'prom-client';
 import { ActivationLog } from '../control/activation-log.js';
@@ -10,12 +11,17 @@ import type { PartitionStart, ServiceStatus, WorkerStatus } from '../status.js';
 /**
  * Where a worker thread starts. Compiled (dist/, what `npm start` runs) it is
  * the bundle dist/service/worker.js, found from the bundle that holds this module (dist/service/main.js,
- * dist/app/main.js, dist/scripts/start.js: each one folder below dist/). From the TypeScript sources
- * (tests, `--import tsx`) it is worker-entry.mjs, which registers the TypeScript loader in the
- * thread (the main thread's loader is not inherited), then loads worker.ts.
+ * dist/app/main.js, dist/scripts/start.js: each one folder below dist/) or from this module's own
+ * compiled file (dist/service/threads/worker-pool.js, which `bench:e2e` loads through
+ * dist/service/index.js). From the TypeScript sources (tests, `--import tsx`) it is
+ * worker-entry.mjs, which registers the TypeScript loader in the thread (the main thread's loader
+ * is not inherited), then loads worker.ts.
  */
 const WORKER_ENTRY = import.meta.url.endsWith('.js')
-  ? new URL('../service/worker.js', import.meta.url)
+  ? ([
+      new URL('../service/worker.js', import.meta.url),
+      new URL('../worker.js', import.meta.url),
+    ].find((u) => existsSync(u)) ?? new URL('../service/worker.js', import.meta.url))
   : new URL('./worker-entry.mjs', import.meta.url);
 
 /**

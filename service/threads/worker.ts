@@ -2,6 +2,7 @@ import { parentPort, workerData, type MessagePort } from 'node:worker_threads';
 import type { VigilOptions } from '../config.js';
 import { GC_REPORT_MS, watchGcPauses } from '../metrics/gc-pauses.js';
 import { WorkerMetrics } from '../metrics/metrics.js';
+import { registerThreadCpu } from '../metrics/thread-cpu.js';
 import { RedisCheckpointStore } from '../checkpoint/checkpoint-store.js';
 import { CheckpointLoader, startCheckpointTurns } from '../checkpoint/checkpointer.js';
 import { Publisher } from '../output/publisher.js';
@@ -59,6 +60,7 @@ class WorkerThread {
     this.w = String(init.index);
     this.metrics.ready.set({ worker: this.w }, 0);
     this.metrics.leasesHeld.set({ worker: this.w }, 0);
+    registerThreadCpu(this.metrics.registry, this.w);
     this.stopWatchingGc = watchGcPauses((pause) => {
       this.metrics.gcPause.observe({ worker: this.w, kind: pause.kind }, pause.ms / 1000);
       if (pause.ms >= GC_REPORT_MS) this.post({ op: 'gc-pause', pause });
