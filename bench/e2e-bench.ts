@@ -7,6 +7,7 @@
  *                                                    --changes N: rule changes timed in (c), default 40)
  *   node --import tsx bench/e2e-bench.ts --checkpoint-ms 0   no checkpoints, no redis-server
  *   node --import tsx bench/e2e-bench.ts --young-generation-mb N   workers' young generation (default: the service's)
+ *   node --import tsx bench/e2e-bench.ts --out-of-order-ms N   the service's outOfOrderMs (default: the service's)
  *   node --import tsx bench/e2e-bench.ts --only-checkpoint-compare   steps 0-3 (b0) only: `bench:checkpoint` runs this
  *
  * Steps, all in one run (see bench/README.md for what each figure means):
@@ -140,6 +141,8 @@ const ACTIVATION_TIMEOUT_MS = 30_000;
 const ACTIVATION_BUDGET_MS = Math.max(QUICK ? 30_000 : 60_000, CONTROLS * CONTROL_SPACING_MS * 1.5);
 /** Checkpoint interval of the service (its default); 0 turns checkpoints and Redis off. */
 const CHECKPOINT_MS = numberArg('checkpoint-ms', DEFAULT_OPTIONS.checkpointIntervalMs);
+/** The service's `outOfOrderMs`: how long events wait in each partition's reorder buffer. */
+const OUT_OF_ORDER_MS = numberArg('out-of-order-ms', DEFAULT_OPTIONS.outOfOrderMs);
 /**
  * Bounds on the drain, so a stuck service fails the run instead of hanging it: a total, and a
  * longest time without progress (records read, as the best reading so far).
@@ -718,6 +721,7 @@ const result: Record<string, unknown> = {
   workers: WORKERS,
   workerYoungGenerationMb: YOUNG_GENERATION_MB,
   checkpointIntervalMs: CHECKPOINT_MS,
+  outOfOrderMs: OUT_OF_ORDER_MS,
   seed: SEED,
   /** The machine may be shared: its 1-minute load average when the run starts. */
   loadAverageAtStart: round(loadavg()[0] ?? 0, 2),
@@ -756,6 +760,7 @@ async function main(): Promise<void> {
       partitions: PARTITIONS,
       workers: WORKERS,
       workerYoungGenerationMb: YOUNG_GENERATION_MB,
+      outOfOrderMs: OUT_OF_ORDER_MS,
       httpPort: 0,
       tickIntervalMs: 0,
       checkpointIntervalMs: CHECKPOINT_MS,
@@ -874,6 +879,7 @@ async function main(): Promise<void> {
         partitions: PARTITIONS,
         workers: WORKERS,
         workerYoungGenerationMb: YOUNG_GENERATION_MB,
+        outOfOrderMs: OUT_OF_ORDER_MS,
         httpPort: 0,
         tickIntervalMs: 0,
         checkpointIntervalMs: 0,
