@@ -3,6 +3,7 @@ import { table } from './cli-format.js';
 import {
   arg,
   ifMatch,
+  printer,
   readJsonFiles,
   rulesIn,
   when,
@@ -18,8 +19,7 @@ export async function rules(s: ClientSettings, f: Flags, p: string[], io: CliIo)
     1,
     'rules command (apply, list, get, stats, history, diff, rollback, delete, pause, resume)',
   );
-  const print = (body: unknown, human: () => string) =>
-    io.out(f.json ? JSON.stringify(body, null, 2) : human());
+  const print = printer(f, io);
   switch (sub) {
     case 'apply': {
       const list = rulesIn(readJsonFiles(f.file, io.cwd));
@@ -193,8 +193,7 @@ export async function rules(s: ClientSettings, f: Flags, p: string[], io: CliIo)
 /** `vigil models …` */
 export async function models(s: ClientSettings, f: Flags, p: string[], io: CliIo): Promise<number> {
   const sub = arg(p, 1, 'models command (put, get, list, delete)');
-  const print = (body: unknown, human: () => string) =>
-    io.out(f.json ? JSON.stringify(body, null, 2) : human());
+  const print = printer(f, io);
   if (sub === 'list') {
     const { body } = await call(s, 'GET', '/models');
     const rows = (body.models as Record<string, unknown>[]).map((m) => [

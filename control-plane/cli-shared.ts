@@ -39,6 +39,11 @@ export type Flags = ReturnType<
   typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>
 >['values'];
 
+/** Prints an answer: its JSON body with `--json`, else what `human` makes of it. */
+export function printer(f: Flags, io: CliIo): (body: unknown, human: () => string) => void {
+  return (body, human) => io.out(f.json ? JSON.stringify(body, null, 2) : human());
+}
+
 export function readJsonFiles(
   paths: readonly string[] | undefined,
   cwd: string,

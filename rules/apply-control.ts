@@ -5,6 +5,7 @@ import { compileModel, isValidId, validateModel, type CompiledModel } from './mo
 import { buildRuleSet, ruleSetFromJSON, type RuleSet, type RuleSetJSON } from './rule-set.js';
 import { CONTROL_OPS, type ControlMessage, type Model, type Rule } from './types.js';
 import type { ConditionRefs } from './validate-condition.js';
+import { isObject } from './validate-json.js';
 import { validateRule } from './validate-rule.js';
 
 /** What a control message does to one rule's keyed state. */
@@ -35,10 +36,6 @@ interface Working {
 }
 
 const OPS: ReadonlySet<string> = new Set(CONTROL_OPS);
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
 
 function upsertRule(w: Working, raw: unknown, at: string): void {
   const v = validateRule(raw, at, w.limits, w.problems);

@@ -39,7 +39,7 @@ function unknownKeys(
     if (!known.includes(k))
       problems.push({
         pointer: pointer(at, k),
-        message: `unknown ${what} property "${k}"; ${what} has ${known.join(', ')}`,
+        message: `unknown property "${k}" in ${what}; ${what} has ${known.join(', ')}`,
       });
   }
 }
@@ -272,7 +272,13 @@ function validatePattern(p: unknown, at: string, scope: ConditionScope, problems
         });
         break;
       }
-      unknownKeys(expect, ['on', 'when'], pointer(at, 'expect'), 'expect', problems);
+      unknownKeys(
+        expect,
+        ['on', 'when'],
+        pointer(at, 'expect'),
+        "an absence pattern's expect",
+        problems,
+      );
       validateTypes(expect.on, pointer(at, 'expect', 'on'), 'expect.on', problems);
       if (expect.when !== undefined)
         validateTopCondition(expect.when, pointer(at, 'expect', 'when'), scope);
@@ -304,7 +310,7 @@ function validateAlert(a: unknown, at: string, limits: RuleLimits, problems: Pro
         'severity must be one subject token of lowercase letters, digits, "_" or "-", e.g. "high"',
     });
   }
-  unknownKeys(a, ['severity', 'title', 'suppressFor'], at, 'alert', problems);
+  unknownKeys(a, ['severity', 'title', 'suppressFor'], at, "a rule's alert", problems);
   if (typeof a.title === 'string' && a.title.length > 1000)
     problems.push({
       pointer: pointer(at, 'title'),

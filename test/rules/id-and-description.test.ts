@@ -36,3 +36,39 @@ describe('rules and models are refused for the same id and description problems'
     ).toEqual([]);
   });
 });
+
+describe('an unknown property is named with where it was found and what is allowed there', () => {
+  it('in a pattern and in an alert', () => {
+    const when = { all: [{ fact: 'n', operator: 'equal', value: 1 }] };
+    const pattern = {
+      kind: 'threshold',
+      aggregate: 'count',
+      window: '1m',
+      operator: '>=',
+      value: 2,
+    };
+    expect(
+      problemsOf({
+        op: 'upsert-rule',
+        rule: {
+          id: 'r',
+          on: ['x'],
+          when,
+          pattern: { ...pattern, windw: '5m' },
+          alert: { severty: 'high' },
+        },
+      }),
+    ).toEqual([
+      {
+        pointer: '/rule/pattern/windw',
+        message:
+          'unknown property "windw" in a threshold pattern; a threshold pattern has kind, aggregate, field, window, windowType, operator, value',
+      },
+      {
+        pointer: '/rule/alert/severty',
+        message:
+          'unknown property "severty" in a rule\'s alert; a rule\'s alert has severity, title, suppressFor',
+      },
+    ]);
+  });
+});
