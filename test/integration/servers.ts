@@ -132,6 +132,24 @@ export async function activated(
   );
 }
 
+/**
+ * Publishes `rules` as one `replace-all` on CONTROL and waits until every partition has applied
+ * it; returns its control sequence.
+ */
+export async function replaceRules(
+  servers: TestServers,
+  service: RunningService,
+  partitions: number,
+  rules: readonly unknown[],
+): Promise<number> {
+  const { seq } = await servers.js.publish(
+    'vigil.control',
+    JSON.stringify({ op: 'replace-all', rules }),
+  );
+  await activated(service, seq, partitions);
+  return seq;
+}
+
 /** Waits until the service has read every record of EVENTS (each record counts once in vigil_events_total). */
 export async function drained(
   servers: TestServers,

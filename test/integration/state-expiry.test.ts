@@ -2,10 +2,10 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningService } from '../../service/index.js';
 import {
-  activated,
   drained,
   eventually,
   metricSum,
+  replaceRules,
   startTestServers,
   startTestService,
   type TestServers,
@@ -39,39 +39,32 @@ beforeAll(async () => {
     checkpointIntervalMs: 100,
   }));
   redis = new Redis(servers.redis?.url ?? '');
-  const { seq } = await servers.js.publish(
-    'vigil.control',
-    JSON.stringify({
-      op: 'replace-all',
-      rules: [
-        {
-          id: 'burst',
-          on: ['pay'],
-          pattern: {
-            kind: 'threshold',
-            aggregate: 'count',
-            window: '3s',
-            operator: '>=',
-            value: 2,
-          },
-          alert: { severity: 'low', suppressFor: '4s' },
-        },
-        {
-          id: 'spend',
-          on: ['pay'],
-          pattern: {
-            kind: 'threshold',
-            aggregate: 'sum',
-            field: 'amount',
-            window: '3500ms',
-            operator: '>',
-            value: 1e9,
-          },
-        },
-      ],
-    }),
-  );
-  await activated(service, seq, P);
+  await replaceRules(servers, service, P, [
+    {
+      id: 'burst',
+      on: ['pay'],
+      pattern: {
+        kind: 'threshold',
+        aggregate: 'count',
+        window: '3s',
+        operator: '>=',
+        value: 2,
+      },
+      alert: { severity: 'low', suppressFor: '4s' },
+    },
+    {
+      id: 'spend',
+      on: ['pay'],
+      pattern: {
+        kind: 'threshold',
+        aggregate: 'sum',
+        field: 'amount',
+        window: '3500ms',
+        operator: '>',
+        value: 1e9,
+      },
+    },
+  ]);
 });
 
 afterAll(async () => {

@@ -2,10 +2,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Alert } from '../../rules/index.js';
 import type { RunningService } from '../../service/index.js';
 import {
-  activated,
   eventually,
   metricSum,
   readStream,
+  replaceRules,
   startTestServers,
   startTestService,
   type TestServers,
@@ -54,37 +54,30 @@ beforeAll(async () => {
       if (level !== 'info') console.log(`[service ${level}] ${message}`);
     },
   ));
-  const { seq } = await servers.js.publish(
-    'vigil.control',
-    JSON.stringify({
-      op: 'replace-all',
-      rules: [
-        {
-          id: 'burst',
-          on: ['pay'],
-          pattern: {
-            kind: 'threshold',
-            aggregate: 'count',
-            window: '1s',
-            operator: '>=',
-            value: 2,
-          },
-        },
-        {
-          id: 'logins',
-          on: ['login'],
-          pattern: {
-            kind: 'threshold',
-            aggregate: 'count',
-            window: '10m',
-            operator: '>=',
-            value: 2,
-          },
-        },
-      ],
-    }),
-  );
-  await activated(service, seq, P);
+  await replaceRules(servers, service, P, [
+    {
+      id: 'burst',
+      on: ['pay'],
+      pattern: {
+        kind: 'threshold',
+        aggregate: 'count',
+        window: '1s',
+        operator: '>=',
+        value: 2,
+      },
+    },
+    {
+      id: 'logins',
+      on: ['login'],
+      pattern: {
+        kind: 'threshold',
+        aggregate: 'count',
+        window: '10m',
+        operator: '>=',
+        value: 2,
+      },
+    },
+  ]);
 });
 
 afterAll(async () => {
