@@ -46,6 +46,7 @@ import {
 } from '@nats-io/jetstream';
 import type { Rule } from '../rules/index.js';
 import { eventGenerator, generateRules } from './e2e-inputs.js';
+import { round } from './round.js';
 import {
   DEFAULT_OPTIONS,
   ensureStreams,
@@ -155,7 +156,6 @@ if (EVENTS < 1 || KEYS < 1 || RULES < 20 || CONTROLS < 1)
 
 const log = (line: string): void => console.log(`[e2e-bench] ${line}`);
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-const round = (x: number, digits = 1): number => Math.round(x * 10 ** digits) / 10 ** digits;
 const fmt = (x: number): string => Math.round(x).toLocaleString('en-US');
 
 // ---------------------------------------------------------------------------------------------

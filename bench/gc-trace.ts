@@ -9,6 +9,7 @@
  * Threads with fewer than 5 scavenges are left out. One JSON object a thread.
  */
 import { readFileSync } from 'node:fs';
+import { round } from './round.js';
 
 const file = process.argv[2];
 if (file === undefined)
@@ -30,7 +31,6 @@ for (const m of text.matchAll(/\[\d+:(0x[0-9a-f]+)\][\s\d.]*ms: (pause=[\s\S]*?)
 }
 const at = (xs: readonly number[], q: number): number =>
   xs[Math.min(xs.length - 1, Math.floor(q * xs.length))] ?? NaN;
-const r1 = (x: number): number => Math.round(x * 10) / 10;
 for (const [isolate, xs] of byIsolate) {
   if (xs.length < 5) continue;
   const pauses = xs.map((x) => x.pause).sort((a, b) => a - b);
@@ -41,15 +41,13 @@ for (const [isolate, xs] of byIsolate) {
     JSON.stringify({
       isolate,
       scavenges: xs.length,
-      pauseP50Ms: r1(at(pauses, 0.5)),
-      pauseP90Ms: r1(at(pauses, 0.9)),
-      pauseMaxMs: r1(at(pauses, 1)),
-      survivedP50Mb: r1(at(survived, 0.5)),
-      survivedMaxMb: r1(at(survived, 1)),
+      pauseP50Ms: round(at(pauses, 0.5)),
+      pauseP90Ms: round(at(pauses, 0.9)),
+      pauseMaxMs: round(at(pauses, 1)),
+      survivedP50Mb: round(at(survived, 0.5)),
+      survivedMaxMb: round(at(survived, 1)),
       longCopiedMbPerMs:
-        longMs === 0
-          ? null
-          : Math.round((long.reduce((a, x) => a + x.survived, 0) / 1e6 / longMs) * 100) / 100,
+        longMs === 0 ? null : round(long.reduce((a, x) => a + x.survived, 0) / 1e6 / longMs, 2),
     }),
   );
 }

@@ -25,6 +25,7 @@ import {
 import { eventGenerator, generateRules } from './e2e-inputs.js';
 import { exposedGc } from './gc.js';
 import { positiveArg } from './positive-arg.js';
+import { round } from './round.js';
 import { ruleSetOf } from './rule-sets.js';
 
 const KEYS = positiveArg('keys', 1_000_000);
@@ -99,7 +100,6 @@ const decodeSeconds = (performance.now() - t) / 1000;
 if (restoredStates !== states)
   throw new Error(`restored ${restoredStates} states, the live partition held ${states}`);
 
-const round = (x: number, digits = 2): number => Math.round(x * 10 ** digits) / 10 ** digits;
 console.log(
   JSON.stringify({
     bench: 'state',
@@ -118,9 +118,9 @@ console.log(
     bytesPerState: Math.round((heapBytes + bufferBytes) / Math.max(1, states)),
     rssMb: round(after.rss / MB, 1),
     rssBytesPerKeyWithState: Math.round((after.rss - before.rss) / Math.max(1, keys)),
-    snapshotSeconds: round(snapshotSeconds),
+    snapshotSeconds: round(snapshotSeconds, 2),
     snapshotMb: round(snapshotBytes / MB, 1),
-    restoreSeconds: round(restoreSeconds),
-    decodeAllSeconds: round(decodeSeconds),
+    restoreSeconds: round(restoreSeconds, 2),
+    decodeAllSeconds: round(decodeSeconds, 2),
   }),
 );

@@ -18,11 +18,14 @@ import type { PartitionStart, ServiceStatus, WorkerStatus } from '../status.js';
  * is not inherited), then loads worker.ts.
  */
 const WORKER_ENTRY = import.meta.url.endsWith('.js')
-  ? ([
-      new URL('../service/worker.js', import.meta.url),
-      new URL('../worker.js', import.meta.url),
-    ].find((u) => existsSync(u)) ?? new URL('../service/worker.js', import.meta.url))
+  ? compiledWorker(import.meta.url)
   : new URL('./worker-entry.mjs', import.meta.url);
+
+/** The worker's bundle, seen from a compiled module: the first of the two places that exists. */
+function compiledWorker(from: string): URL {
+  const places = [new URL('../service/worker.js', from), new URL('../worker.js', from)];
+  return places.find((u) => existsSync(u)) ?? (places[0] as URL);
+}
 
 /**
  * Node options for compiled worker threads when the process was started with tsx (a test or a
