@@ -1,7 +1,12 @@
 import { SnapshotError } from './errors.js';
 import { expiryBucket } from './expiry.js';
 import { encodeKeyStates, fieldExpiry, type LineageStateJSON } from './key-state-json.js';
-import { decodeAllKeys, type PartitionOptions, type PartitionState } from './partition.js';
+import {
+  decodeAllKeys,
+  statesOf,
+  type PartitionOptions,
+  type PartitionState,
+} from './partition.js';
 import type { RuleSet } from './rule-set.js';
 import {
   bufferedText,
@@ -91,15 +96,18 @@ export function checkpointParts(st: PartitionState, full = false): CheckpointPar
   if (full) {
     // Fields restored from before v6 are written with their expiry bucket, so decoded.
     if (st.legacyExpiry !== undefined) decodeAllKeys(st);
-    for (const [key, byLineage] of st.states)
-      upserts.push([key, encodeKeyStates(byLineage, st.lineageIndex)]);
+    for (const key of st.states.keys())
+      upserts.push([
+        key,
+        encodeKeyStates(st.states.statesOf(st.states.keyNumber(key)), st.lineageIndex, st.windows),
+      ]);
     // Keys restored and not touched since: their state is the text read.
     for (const [key, text] of st.raw) upserts.push([key, text]);
   } else {
     for (const key of changed) {
-      const byLineage = st.states.get(key);
-      if (byLineage === undefined) deletes.push(key);
-      else upserts.push([key, encodeKeyStates(byLineage, st.lineageIndex)]);
+      const states = statesOf(st, key);
+      if (states === undefined) deletes.push(key);
+      else upserts.push([key, encodeKeyStates(states, st.lineageIndex, st.windows)]);
     }
   }
   // After the fields: encoding them numbers the lineages they hold that had no number yet.
@@ -291,8 +299,8 @@ export function restorePartitionParts(
     restoreV1Fields(st, stored.fields);
     // Every key was decoded: each is looked at once event time has moved past the restore.
     const bucket = expiryBucket((json.watermark ?? 0) + 1);
-    for (const [key, byLineage] of st.states) {
-      byLineage.exp = bucket;
+    for (const key of st.states.keys()) {
+      st.states.setExp(st.states.keyNumber(key), bucket);
       st.expiry.add(key, bucket);
     }
     return st;

@@ -5,6 +5,7 @@ import {
 } from './compile-condition.js';
 import { conditionGuard, type Guard } from './guard-index.js';
 import { parseDuration } from './duration.js';
+import { lineageNumber } from './lineage-number.js';
 import type { AfterMatch, Aggregate, Comparison, Contiguity, Rule, TopCondition } from './types.js';
 
 export interface CompiledThreshold {
@@ -56,6 +57,8 @@ export interface CompiledRule {
   readonly stateEpoch: number;
   /** The state lineage, {@link stateId} of this version, made once: the hot path keys maps by it. */
   readonly sid: string;
+  /** The lineage's number in this thread (`lineageNumber`): keyed state is indexed by it. */
+  readonly lin: number;
   readonly paused: boolean;
   readonly def: Rule;
   /** The rule's `on` types; `undefined` for every type (`"*"`). */
@@ -180,6 +183,7 @@ export function compileRule(
     version,
     stateEpoch,
     sid: stateId({ id: rule.id, stateEpoch }),
+    lin: lineageNumber(stateId({ id: rule.id, stateEpoch })),
     paused,
     def: rule,
     types,

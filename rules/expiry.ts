@@ -47,7 +47,7 @@ export type ExpiryReason = (typeof ExpiryReason)[keyof typeof ExpiryReason];
 
 /**
  * The keys to look at for expiry, by bucket (see {@link EXPIRY_BUCKET_MS}). A key is listed in the
- * bucket its states record (`LineageStates.exp`); when a state needs an earlier look the key is
+ * bucket its states record (`KeyedStates.exp`); when a state needs an earlier look the key is
  * listed again there, and the later entry goes stale (it no longer matches the key's bucket and
  * is skipped). Deterministic: buckets come out in time order, keys in the order they were listed.
  */

@@ -69,6 +69,7 @@ export {
   processRecord,
   keyedStateCount,
   keyExpiry,
+  stateArenaBytes,
   stateLineages,
   type InvalidEvent,
   type LateEvent,

@@ -1,5 +1,4 @@
-import { opOf, storedState, supOf, type StoredState } from './cep/host.js';
-import { LineageStates } from './lineage-states.js';
+import { StateList, type KeyStates } from './keyed-states.js';
 import { refsFromArray, refsToArray, type SequenceState } from './cep/sequence.js';
 import {
   NO_ENTRIES,
@@ -10,14 +9,8 @@ import {
 import {
   fitsSmallWindow,
   isSmallWindow,
-  smallFront,
-  smallOffset,
-  smallSize,
-  smallSums,
-  smallTimes,
-  smallValues,
-  smallWindow,
   type SmallWindow,
+  type WindowArena,
 } from './cep/small-window.js';
 import { SnapshotError } from './errors.js';
 import { entryText, type LineageIndex } from './lineage-index.js';
@@ -38,15 +31,16 @@ export type NumberedStateJSON = [lineage: number, op: unknown, sup?: number];
 const enc = (x: number): number | string => (Number.isFinite(x) ? x : String(x));
 const dec = (x: unknown): number => (typeof x === 'string' ? Number(x) : (x as number));
 
-export function opToJSON(op: unknown): unknown {
+/** An operator state as JSON; `windows` holds the partition's small windows. */
+export function opToJSON(op: unknown, windows: WindowArena): unknown {
   // A small window is written as the mutable window holding the same entries.
   if (isSmallWindow(op))
     return {
       k: 's',
-      sums: smallSums(op),
-      t: smallTimes(op),
-      v: smallValues(op),
-      f: smallFront(op),
+      sums: windows.sums(op),
+      t: windows.times(op),
+      v: windows.values(op),
+      f: windows.front(op),
       mn: [],
       mx: [],
       d: null,
@@ -76,10 +70,11 @@ export function opToJSON(op: unknown): unknown {
 const orNone = <T>(a: T[]): T[] => (a.length === 0 ? NO_ENTRIES : a);
 
 /**
- * A keyed state's operator state from its JSON. Sliding windows: v2 writes every part and absolute
- * timestamps; v3 fields leave empty parts out and write timestamps as offsets from `base`.
+ * A keyed state's operator state from its JSON, a small window made in `windows`. Sliding windows:
+ * v2 writes every part and absolute timestamps; v3 fields leave empty parts out and write
+ * timestamps as offsets from `base`.
  */
-export function opFromJSON(op: unknown, base: number): unknown {
+export function opFromJSON(op: unknown, base: number, windows: WindowArena): unknown {
   const s = op as Record<string, unknown> | null | undefined;
   if (s === null || s === undefined) return undefined;
   if (s.k === 's') {
@@ -96,7 +91,7 @@ export function opFromJSON(op: unknown, base: number): unknown {
       (d === null || d.length === 0) &&
       fitsSmallWindow(t, v, s.sums === true, f)
     )
-      return smallWindow(t, v as number[], s.sums === true, f as number);
+      return windows.make(t, v as number[], s.sums === true, f as number);
     // The two-stack sums are recomputed from the values in the same order as the window made
     // them, which gives the very same numbers (non-finite ones too).
     return slidingWindow(
@@ -128,9 +123,9 @@ export function opFromJSON(op: unknown, base: number): unknown {
   return s;
 }
 
-export function keyStatesJSON(byLineage: LineageStates): LineageStateJSON[] {
+export function keyStatesJSON(states: KeyStates, windows: WindowArena): LineageStateJSON[] {
   const out: LineageStateJSON[] = [];
-  byLineage.forEach((v, sid) => out.push([sid, supOf(v) ?? null, opToJSON(opOf(v))]));
+  states.forEach((sid, sup, op) => out.push([sid, sup ?? null, opToJSON(op, windows)]));
   return out;
 }
 
@@ -139,9 +134,9 @@ export function keyStatesJSON(byLineage: LineageStates): LineageStateJSON[] {
  * from it, a few digits instead of thirteen. 0 (absolute timestamps) unless every one is a safe
  * integer, so that `base + (t - base)` gives `t` back exactly.
  */
-function fieldBase(byLineage: LineageStates): number {
+function fieldBase(states: KeyStates): number {
   baseScan.fill(0);
-  byLineage.forEach(scanBase);
+  states.forEach(scanBase);
   return baseScan[2] === 1 ? 0 : (baseScan[1] as number);
 }
 
@@ -151,21 +146,15 @@ function fieldBase(byLineage: LineageStates): number {
  * take this walk for every changed key.
  */
 const baseScan = new Float64Array(3);
-function scanBase(v: StoredState): void {
-  const s = opOf(v) as SlidingState | SmallWindow | undefined;
+function scanBase(_sid: string, _sup: number | undefined, op: unknown): void {
+  const s = op as SlidingState | SmallWindow | undefined;
   if (baseScan[2] === 1) return;
-  let a: readonly number[], from: number, to: number;
-  if (isSmallWindow(s)) {
-    a = s;
-    from = smallOffset(s, 't');
-    to = from + smallSize(s);
-  } else if (s?.k === 's') {
-    a = s.t;
-    from = s.h;
-    to = s.t.length;
-  } else return;
-  for (let i = from; i < to; i++) {
-    const t = a[i] as number;
+  let n: number;
+  if (isSmallWindow(s)) n = arena.size(s);
+  else if (s?.k === 's') n = s.t.length - s.h;
+  else return;
+  for (let i = 0; i < n; i++) {
+    const t = timeAt(s, i) as number;
     if (baseScan[0] === 0) {
       baseScan[0] = 1;
       baseScan[1] = t;
@@ -189,8 +178,13 @@ function scanBase(v: StoredState): void {
  * per changed key, so this is most of their cost. Written directly, without building intermediate
  * objects and slices; restore parses it with `JSON.parse`.
  */
-export function encodeKeyStates(byLineage: LineageStates, index: LineageIndex): string {
-  const base = fieldBase(byLineage);
+export function encodeKeyStates(
+  states: KeyStates,
+  index: LineageIndex,
+  windows: WindowArena,
+): string {
+  arena = windows;
+  const base = fieldBase(states);
   np = 0;
   put('[');
   put(String(base));
@@ -198,12 +192,11 @@ export function encodeKeyStates(byLineage: LineageStates, index: LineageIndex): 
   const written: (SlidingState | SmallWindow)[] = [];
   const writtenAt: number[] = [];
   let at = 0;
-  byLineage.forEach((v, sid) => {
+  states.forEach((sid, sup, state) => {
     at++;
     const texts = index.entryTexts(sid);
     let op: number | undefined;
-    const s = opOf(v) as SlidingState | SmallWindow | undefined;
-    const sup = supOf(v);
+    const s = state as SlidingState | SmallWindow | undefined;
     if (
       isSmallWindow(s) ||
       (s?.k === 's' &&
@@ -212,11 +205,8 @@ export function encodeKeyStates(byLineage: LineageStates, index: LineageIndex): 
         !(s.d !== undefined && s.d.size > 0))
     ) {
       // A window equal to a plain one is plain too: only a new candidate's values are checked.
-      // Small windows are shared between the lineages that made the same changes: the same
-      // object is the same text.
       for (let j = 0; j < written.length && op === undefined; j++)
-        if (s === written[j] || sameWindow(s, written[j] as SlidingState | SmallWindow))
-          op = writtenAt[j];
+        if (sameWindow(s, written[j] as SlidingState | SmallWindow)) op = writtenAt[j];
       if (op === undefined && written.length < 4 && (isSmallWindow(s) || finiteWindow(s))) {
         written.push(s);
         writtenAt.push(at);
@@ -236,15 +226,19 @@ export function encodeKeyStates(byLineage: LineageStates, index: LineageIndex): 
     put(']');
   });
   // v6: the key's expiry bucket last, so a restore lists the key for expiry without decoding it.
-  if (byLineage.exp !== undefined) {
+  const exp = states.exp;
+  if (exp !== undefined) {
     put(',');
-    put(String(byLineage.exp));
+    put(String(exp));
   }
   put(']');
   // Stale pieces of a longer field before are dropped, not joined (nor kept alive).
   pieces.length = np;
   return pieces.join('');
 }
+
+/** The small windows of the partition whose field is being written (set by {@link encodeKeyStates}). */
+let arena: WindowArena;
 
 /**
  * The pieces of the field {@link encodeKeyStates} is writing, joined once at the end, so that a
@@ -281,36 +275,26 @@ function sameWindow(a: SlidingState | SmallWindow, b: SlidingState | SmallWindow
     windowFront(a) !== windowFront(b)
   )
     return false;
-  const at = timesOf(a);
-  const bt = timesOf(b);
-  const ao = timesAt(a);
-  const bo = timesAt(b);
-  for (let i = 0, n = windowSize(a); i < n; i++) if (at[ao + i] !== bt[bo + i]) return false;
-  const av = valuesOf(a);
-  const bv = valuesOf(b);
-  const avo = valuesAt(a);
-  const bvo = valuesAt(b);
-  for (let i = 0, n = windowValues(a); i < n; i++) if (av[avo + i] !== bv[bvo + i]) return false;
+  for (let i = 0, n = windowSize(a); i < n; i++) if (timeAt(a, i) !== timeAt(b, i)) return false;
+  for (let i = 0, n = windowValues(a); i < n; i++)
+    if (valueAt(a, i) !== valueAt(b, i)) return false;
   return true;
 }
 
-// A plain window's parts in either form, compacted: a small window's array, or a mutable
+// A plain window's parts in either form, compacted: a small window's record, or a mutable
 // window's arrays from its head.
 const windowSize = (w: SlidingState | SmallWindow): number =>
-  isSmallWindow(w) ? smallSize(w) : w.t.length - w.h;
+  isSmallWindow(w) ? arena.size(w) : w.t.length - w.h;
 const windowValues = (w: SlidingState | SmallWindow): number =>
-  isSmallWindow(w) ? (smallSums(w) ? smallSize(w) : 0) : Math.max(0, w.v.length - w.h);
+  isSmallWindow(w) ? (arena.sums(w) ? arena.size(w) : 0) : Math.max(0, w.v.length - w.h);
 const windowSums = (w: SlidingState | SmallWindow): boolean =>
-  isSmallWindow(w) ? smallSums(w) : w.sums;
+  isSmallWindow(w) ? arena.sums(w) : w.sums;
 const windowFront = (w: SlidingState | SmallWindow): number =>
-  isSmallWindow(w) ? smallFront(w) : Math.max(0, w.f - w.h);
-const timesOf = (w: SlidingState | SmallWindow): readonly unknown[] => (isSmallWindow(w) ? w : w.t);
-const timesAt = (w: SlidingState | SmallWindow): number =>
-  isSmallWindow(w) ? smallOffset(w, 't') : w.h;
-const valuesOf = (w: SlidingState | SmallWindow): readonly unknown[] =>
-  isSmallWindow(w) ? w : w.v;
-const valuesAt = (w: SlidingState | SmallWindow): number =>
-  isSmallWindow(w) ? smallOffset(w, 'v') : w.h;
+  isSmallWindow(w) ? arena.front(w) : Math.max(0, w.f - w.h);
+const timeAt = (w: SlidingState | SmallWindow, i: number): unknown =>
+  isSmallWindow(w) ? arena.time(w, i) : w.t[w.h + i];
+const valueAt = (w: SlidingState | SmallWindow, i: number): unknown =>
+  isSmallWindow(w) ? arena.value(w, i) : w.v[w.h + i];
 
 /** Puts an operator state's text (see {@link encodeKeyStates}). */
 function putOp(op: unknown, base: number): void {
@@ -320,19 +304,22 @@ function putOp(op: unknown, base: number): void {
   }
   if (isSmallWindow(op)) {
     // Finite numbers only (fitsSmallWindow, or made from events): the mutable window's text.
-    const n = smallSize(op);
-    const t = smallOffset(op, 't');
-    put('{"k":"s","t":');
-    putNumbers(op, t, base, t + n);
-    if (smallSums(op)) {
-      put(',"sums":true');
-      const v = smallOffset(op, 'v');
-      if (n > 0) {
-        put(',"v":');
-        putNumbers(op, v, 0, v + n);
-      }
+    const n = arena.size(op);
+    put('{"k":"s","t":[');
+    for (let i = 0; i < n; i++) {
+      if (i > 0) put(',');
+      put(String(arena.time(op, i) - base));
     }
-    const f = smallFront(op);
+    put(']');
+    if (arena.sums(op)) {
+      put(',"sums":true,"v":[');
+      for (let i = 0; i < n; i++) {
+        if (i > 0) put(',');
+        put(String(arena.value(op, i)));
+      }
+      put(']');
+    }
+    const f = arena.front(op);
     if (f > 0) {
       put(',"f":');
       put(String(f));
@@ -342,7 +329,7 @@ function putOp(op: unknown, base: number): void {
   }
   const s = op as SlidingState;
   if (s.k !== 's') {
-    put(JSON.stringify(opToJSON(op)) ?? 'null');
+    put(JSON.stringify(opToJSON(op, arena)) ?? 'null');
     return;
   }
   const h = s.h;
@@ -351,7 +338,7 @@ function putOp(op: unknown, base: number): void {
   // A timestamp that is not finite (possible only through the API): as v2 wrote it (base is 0).
   if (!putNumbers(s.t, h, base)) {
     np = start;
-    put(JSON.stringify(opToJSON(op)) ?? 'null');
+    put(JSON.stringify(opToJSON(op, arena)) ?? 'null');
     return;
   }
   if (s.sums) put(',"sums":true');
@@ -386,9 +373,9 @@ function putOp(op: unknown, base: number): void {
  * Puts `JSON.stringify(a.slice(from, to).map((x) => x - minus))` for finite numbers; false, with
  * pieces put that the caller takes back, for anything else.
  */
-function putNumbers(a: readonly unknown[], from: number, minus: number, to = a.length): boolean {
+function putNumbers(a: readonly unknown[], from: number, minus: number): boolean {
   put('[');
-  for (let i = from; i < to; i++) {
+  for (let i = from; i < a.length; i++) {
     const x = a[i];
     if (typeof x !== 'number' || !Number.isFinite(x)) return false;
     if (i > from) put(',');
@@ -403,14 +390,33 @@ function putNumbers(a: readonly unknown[], from: number, minus: number, to = a.l
  * (`[base, [lineage number, state, sup?], …]`, numbers looked up with `nameOf`), v3 or v4
  * (`[base, [lineage, sup, state], …]`), a v4 or v5 state possibly an earlier entry's position,
  * or v2 (`[[lineage, sup, state], …]`). A v4 partition's fields stay as they are until their key
- * is written again, so one partition can hold both.
+ * is written again, so one partition can hold both. Small windows are made in `windows` (and
+ * freed again when the field is refused).
  * @throws SnapshotError when the field is not such a list, or names a lineage number `nameOf` does not know.
  */
 export function decodeKeyStates(
   key: string,
   field: readonly (LineageStateJSON | NumberedStateJSON | number)[],
+  windows: WindowArena,
   nameOf: (n: number) => string | undefined = () => undefined,
-): LineageStates {
+): StateList {
+  const ops: unknown[] = [];
+  try {
+    return decodeEntries(key, field, windows, nameOf, ops);
+  } catch (e) {
+    for (const op of ops) if (isSmallWindow(op)) windows.free(op);
+    throw e;
+  }
+}
+
+/** {@link decodeKeyStates}, each operator state decoded pushed to `ops`. */
+function decodeEntries(
+  key: string,
+  field: readonly (LineageStateJSON | NumberedStateJSON | number)[],
+  windows: WindowArena,
+  nameOf: (n: number) => string | undefined,
+  ops: unknown[],
+): StateList {
   const v3 = Array.isArray(field) && typeof field[0] === 'number';
   const base = v3 ? (field[0] as number) : 0;
   const from = v3 ? 1 : 0;
@@ -419,9 +425,8 @@ export function decodeKeyStates(
   const to = typeof exp === 'number' ? field.length - 1 : field.length;
   if (!Array.isArray(field) || to <= from)
     throw new SnapshotError(`keyed state of "${key}" is not a list of lineage states`);
-  const byLineage = new LineageStates();
-  if (typeof exp === 'number') byLineage.exp = exp;
-  const ops: unknown[] = [];
+  const list = new StateList();
+  if (typeof exp === 'number') list.exp = exp;
   for (let i = from; i < to; i++) {
     const entry = field[i];
     if (!Array.isArray(entry))
@@ -437,24 +442,26 @@ export function decodeKeyStates(
     } else [sid, sup, json] = entry as LineageStateJSON;
     let op: unknown;
     if (typeof json === 'number') {
-      // v4: the same window as an earlier entry's: a copy of its own, or the same small window
-      // (a value, shared as the lineages that made it shared it).
+      // v4: the same window as an earlier entry's: a copy of its own.
       const earlier = ops[json - 1] as SlidingState | SmallWindow | undefined;
       if (!Number.isInteger(json) || json < 1 || (!isSmallWindow(earlier) && earlier?.k !== 's'))
         throw new SnapshotError(
           `keyed state of "${key}": lineage ${sid} refers to entry ${json}, which holds no window`,
         );
-      op = isSmallWindow(earlier) ? earlier : copyWindow(earlier);
+      op = isSmallWindow(earlier) ? windows.copy(earlier) : copyWindow(earlier);
     } else if (Array.isArray(json))
-      // No operator writes a list, and a list in memory is a small window: refused, not misread.
+      // No operator writes a list: refused, not misread.
       throw new SnapshotError(
         `keyed state of "${key}": lineage ${sid} holds a list where an operator state belongs`,
       );
-    else op = opFromJSON(json, base);
+    else op = opFromJSON(json, base, windows);
     ops.push(op);
-    byLineage.set(sid, storedState(typeof sup === 'number' ? sup : undefined, op));
+    // A field never names a lineage twice; keeping one would leave the other's window unowned.
+    if (list.has(sid))
+      throw new SnapshotError(`keyed state of "${key}" holds lineage ${sid} twice`);
+    list.add(sid, typeof sup === 'number' ? sup : undefined, op);
   }
-  return byLineage;
+  return list;
 }
 
 /** A restored window's own copy (its arrays are not shared). */
@@ -487,13 +494,14 @@ export function fieldExpiry(text: string): number | undefined {
 export function decodeKeyStatesText(
   key: string,
   text: string,
+  windows: WindowArena,
   nameOf?: (n: number) => string | undefined,
-): LineageStates {
+): StateList {
   let field: (LineageStateJSON | NumberedStateJSON | number)[];
   try {
     field = JSON.parse(text) as (LineageStateJSON | NumberedStateJSON | number)[];
   } catch (e) {
     throw new SnapshotError(`checkpointed state of key "${key}" is not JSON`, e);
   }
-  return decodeKeyStates(key, field, nameOf);
+  return decodeKeyStates(key, field, windows, nameOf);
 }

@@ -1,16 +1,13 @@
 import { absenceEvent, absenceIdle, absenceTimer } from './cep/absence.js';
 import { Heap } from './cep/heap.js';
 import {
-  isWrapped,
   newKeyState,
-  opOf,
-  storedState,
-  supOf,
   type AlertDraft,
   type KeyState,
   type OperatorEvent,
   type OperatorHost,
 } from './cep/host.js';
+import { isSmallWindow, WindowArena } from './cep/small-window.js';
 import { sequenceEvent, sequenceIdle, sequenceTimer } from './cep/sequence.js';
 import { thresholdEvent, thresholdIdle, thresholdTimer } from './cep/threshold.js';
 import { alertId } from './alert.js';
@@ -19,7 +16,8 @@ import { RuleEvaluationError } from './errors.js';
 import { InvalidReason, parseEvent } from './event.js';
 import { decodeKeyStatesText } from './key-state-json.js';
 import { LineageIndex } from './lineage-index.js';
-import { LineageStates } from './lineage-states.js';
+import { KeyedStates, type KeyStates, type StateList } from './keyed-states.js';
+import { lineageNumber } from './lineage-number.js';
 import { DEFAULT_LIMITS, type RuleLimits } from './limits.js';
 import { expiryBucket, expiryOn, ExpiryQueue, ExpiryReason } from './expiry.js';
 import { stateEnd } from './state-end.js';
@@ -168,10 +166,10 @@ export interface PartitionState {
    */
   readonly bufferChunks: Map<string, number>;
   /**
-   * Keyed state: key → lineage (`ruleId@epoch`) → state. Grouped by key because an event touches
-   * one key in several rules: a checkpoint then writes one field per changed key.
+   * Keyed state: (key, lineage (`ruleId@epoch`)) → state, each key's states together because an
+   * event touches one key in several rules: a checkpoint then writes one field per changed key.
    */
-  readonly states: Map<string, LineageStates>;
+  readonly states: KeyedStates;
   /**
    * Keyed state restored from a checkpoint and not touched since, as the field text it was read
    * as: key → text. A key is decoded into `states` when the partition first needs it, so a
@@ -194,6 +192,11 @@ export interface PartitionState {
   legacyExpiry: number | undefined;
   /** (key, lineage) states removed by expiry since the partition was made or restored, by reason (for metrics). */
   readonly expired: Record<ExpiryReason, number>;
+  /**
+   * The partition's small windows: the states that hold one hold its handle. Every place that
+   * drops such a state frees the handle (see {@link freeStored}).
+   */
+  readonly windows: WindowArena;
 }
 
 export const bufferOrder = (a: Buffered, b: Buffered): boolean =>
@@ -220,7 +223,7 @@ export function createPartition(ruleSet: RuleSet, options: PartitionOptions): Pa
     dirty: new Set(),
     bufferCheckpointed: 0,
     bufferChunks: new Map(),
-    states: new Map(),
+    states: new KeyedStates(),
     raw: new Map(),
     lineageKeys: new Map(),
     lineageIndex: new LineageIndex(),
@@ -229,6 +232,7 @@ export function createPartition(ruleSet: RuleSet, options: PartitionOptions): Pa
     expiry: new ExpiryQueue(),
     legacyExpiry: undefined,
     expired: { window: 0, suppression: 0, ttl: 0 },
+    windows: new WindowArena(),
   };
 }
 
@@ -263,27 +267,38 @@ function add<K extends Lists>(out: ProcessResult, list: K, x: ProcessResult[K][n
   else a.push(x);
 }
 
-/** Decodes a key restored from a checkpoint into `states` (see `PartitionState.raw`). */
-function decodeRaw(st: PartitionState, key: string): LineageStates | undefined {
+/** Decodes a key restored from a checkpoint into `states` (see `PartitionState.raw`); its number, or -1. */
+function decodeRaw(st: PartitionState, key: string): number {
   const text = st.raw.get(key);
-  if (text === undefined) return undefined;
-  const byLineage = decodeKeyStatesText(key, text, (n) => st.lineageIndex.nameOf(n));
+  if (text === undefined) return -1;
+  const list = decodeKeyStatesText(key, text, st.windows, (n) => st.lineageIndex.nameOf(n));
   st.raw.delete(key);
-  byLineage.exp ??= st.legacyExpiry;
-  putKeyStates(st, key, byLineage);
-  return byLineage;
+  list.exp ??= st.legacyExpiry;
+  return putKeyStates(st, key, list);
 }
 
-/** Puts a key's decoded states (every lineage of the key) into the partition. */
-export function putKeyStates(st: PartitionState, key: string, byLineage: LineageStates): void {
-  byLineage.forEach((_, sid) => st.lineageKeys.set(sid, (st.lineageKeys.get(sid) ?? 0) + 1));
-  st.states.set(key, byLineage);
+/** Puts a key's decoded states (every lineage of the key, which holds none yet) into the partition; its number. */
+export function putKeyStates(st: PartitionState, key: string, list: StateList): number {
+  const k = st.states.addKey(key);
+  st.states.reserve(k, list.size);
+  list.forEach((sid, sup, op) => {
+    st.lineageKeys.set(sid, (st.lineageKeys.get(sid) ?? 0) + 1);
+    st.states.add(k, lineageNumber(sid), sup, op);
+  });
+  st.states.setExp(k, list.exp);
+  return k;
 }
 
-/** A key's states, decoded first if it was restored and not touched since. */
-function statesOf(st: PartitionState, key: string): LineageStates | undefined {
-  const byLineage = st.states.get(key);
-  return byLineage !== undefined || st.raw.size === 0 ? byLineage : decodeRaw(st, key);
+/** A key's number in `states`, decoded first if it was restored and not touched since; -1 when it holds no state. */
+function keyOfState(st: PartitionState, key: string): number {
+  const k = st.states.keyNumber(key);
+  return k >= 0 || st.raw.size === 0 ? k : decodeRaw(st, key);
+}
+
+/** The states of a decoded key (for encoders: valid until the next call); undefined when it holds none. */
+export function statesOf(st: PartitionState, key: string): KeyStates | undefined {
+  const k = st.states.keyNumber(key);
+  return k < 0 ? undefined : st.states.statesOf(k);
 }
 
 /** Decodes every key restored and not touched since: for whole snapshots and counts. */
@@ -292,66 +307,59 @@ export function decodeAllKeys(st: PartitionState): void {
 }
 
 /**
- * The key whose states the hits of the event being released last looked up, and its lineages:
- * an event of a busy type meets dozens of rules, nearly all under its record's key, so the key is
- * looked up (and marked dirty) once per event instead of once per rule. Set and cleared by
- * {@link release} around one event's hits; cleared when the key's map leaves the partition.
+ * The key whose states the hits of the event being released last looked up, and its number (-1:
+ * it holds none yet): an event of a busy type meets dozens of rules, nearly all under its record's
+ * key, so the key is looked up (and marked dirty) once per event instead of once per rule. Set and
+ * cleared by {@link release} around one event's hits; cleared when the key leaves the partition.
  */
 let hitKey: string | undefined;
-let hitStates: LineageStates | undefined;
-/**
- * The hits of the event being released, and which one is being applied: when a key's states must
- * grow, the later hits under the key tell how many lineages it may gain next (`LineageStates.add`).
- * Undefined outside {@link release}.
- */
-let releasing: Hits | undefined;
-let releasingAt = 0;
+let hitKeyNo = -1;
 
 /**
  * The operators' view of one (key, lineage) state: filled by {@link loadState} before an operator
- * runs and written back by {@link saveState} after it, so the map can hold the operator state
- * itself (see `StoredState`). One for the module: operators keep no reference to it, and one
- * state is worked on at a time.
+ * runs and written back by {@link saveState} after it. One for the module: operators keep no
+ * reference to it, and one state is worked on at a time.
  */
 const view: KeyState = newKeyState();
-/** The states of the key in {@link view} (undefined: the key holds none yet), and what they held for its lineage. */
-let viewStates: LineageStates | undefined;
-let viewStored: unknown;
+/** The number of the key in {@link view} (-1: it holds no state yet) and the slot of its state (-1: none yet). */
+let viewKey = -1;
+let viewSlot = -1;
 
 /** Loads `rule`'s state of `key` into the view; the key counts as changed. */
 function loadState(st: PartitionState, rule: CompiledRule, key: string): KeyState {
-  let byLineage: LineageStates | undefined;
-  if (key === hitKey) byLineage = hitStates;
+  let k: number;
+  if (key === hitKey) k = hitKeyNo;
   else {
-    byLineage = statesOf(st, key);
+    k = keyOfState(st, key);
     // Whoever asks for a key's state may change it.
     st.dirty.add(key);
   }
-  return fillView(byLineage, byLineage?.get(rule.sid));
+  return fillView(st, k, k < 0 ? -1 : st.states.find(k, rule.lin));
 }
 
-/** Points the view at the state `v` held in `byLineage` (both undefined when there is none yet). */
-function fillView(byLineage: LineageStates | undefined, v: unknown): KeyState {
-  viewStates = byLineage;
-  viewStored = v;
-  view.sup = supOf(v);
-  view.op = opOf(v);
+/** Points the view at key `k`'s state in slot `s` (-1 when there is none yet). */
+function fillView(st: PartitionState, k: number, s: number): KeyState {
+  viewKey = k;
+  viewSlot = s;
+  view.sup = s < 0 ? undefined : st.states.sup(s);
+  view.op = s < 0 ? undefined : st.states.op(s);
   return view;
 }
 
 /** Writes the view back after the operator ran: dropped when idle, else as it is stored. */
 function saveState(st: PartitionState, rule: CompiledRule, key: string, ks: KeyState): void {
-  const sid = rule.sid;
-  let byLineage = viewStates;
-  const before = viewStored;
-  viewStates = viewStored = undefined;
+  let k = viewKey;
+  const s = viewSlot;
+  viewKey = viewSlot = -1;
   if (isIdle(rule, ks)) {
-    if (before !== undefined) deleteKeyState(st, sid, key);
+    // An idle state holds no small window (one always holds an entry), and the operator freed
+    // any it replaced: the stored state's handle, if any, is not the partition's any more.
+    if (s >= 0) deleteSlot(st, k, s, false);
     return;
   }
-  if (byLineage === undefined) {
-    st.states.set(key, (byLineage = new LineageStates()));
-    if (key === hitKey) hitStates = byLineage;
+  if (k < 0) {
+    k = st.states.addKey(key);
+    if (key === hitKey) hitKeyNo = k;
   }
   // Under one rule version a sliding window's end and a suppression time only grow (with a
   // stateTtl too: the newest event only moves on): a state that was there already keeps the
@@ -361,43 +369,44 @@ function saveState(st: PartitionState, rule: CompiledRule, key: string, ks: KeyS
   // timer drops, so its end is worked out at every write).
   const pk = rule.pattern;
   const endGrows = pk === undefined || (pk.kind === 'threshold' && !pk.tumbling);
+  const exp = st.states.exp(k);
   const end =
     !expiryOn() ||
     (!endGrows && ks.sup === undefined && rule.stateTtlMs === 0) ||
-    (endGrows && before !== undefined && byLineage.exp !== undefined)
+    (endGrows && s >= 0 && exp !== undefined)
       ? Infinity
-      : stateEnd(rule, ks.sup, ks.op);
+      : stateEnd(rule, ks.sup, ks.op, st.windows);
   if (end !== Infinity && end !== -Infinity) {
     const bucket = expiryBucket(end);
-    if (byLineage.exp === undefined || bucket < byLineage.exp) {
-      byLineage.exp = bucket;
+    if (exp === undefined || bucket < exp) {
+      st.states.setExp(k, bucket);
       st.expiry.add(key, bucket);
     }
   }
-  if (before === undefined) {
+  if (s >= 0) st.states.set(s, ks.sup, ks.op);
+  else {
+    const sid = rule.sid;
     st.lineageKeys.set(sid, (st.lineageKeys.get(sid) ?? 0) + 1);
-    // Counted only when the array must grow: a scan of the event's hits, a few times per key.
-    const more =
-      releasing !== undefined && byLineage.full ? releasing.sameKeyAfter(releasingAt) : 0;
-    byLineage.add(sid, storedState(ks.sup, ks.op), more);
-  } else if (isWrapped(before) && (ks.sup !== undefined || ks.op === undefined)) {
-    // Still wrapped: the wrapper is reused.
-    before.sup = ks.sup;
-    before.op = ks.op;
-  } else {
-    const v = storedState(ks.sup, ks.op);
-    // A mutable operator state changed in place is already there.
-    if (v !== before) byLineage.set(sid, v);
+    st.states.add(k, rule.lin, ks.sup, ks.op);
   }
 }
 
-/** Removes one key's state in one lineage (the key is already marked dirty by whoever touched it). */
-function deleteKeyState(st: PartitionState, sid: string, key: string): void {
-  const byLineage = statesOf(st, key);
-  if (byLineage === undefined || !byLineage.delete(sid)) return;
-  if (byLineage.size === 0) {
-    st.states.delete(key);
-    if (key === hitKey) hitKey = hitStates = undefined;
+/** Frees the small window an operator state is, if it is one: its state is being dropped. */
+function freeOp(st: PartitionState, op: unknown): void {
+  if (isSmallWindow(op)) st.windows.free(op);
+}
+
+/**
+ * Removes key `k`'s state in slot `s` (the key is already marked dirty by whoever touched it),
+ * freeing its small window unless `free` is false (the caller's operator has dealt with it). The
+ * key's later states move up a slot.
+ */
+function deleteSlot(st: PartitionState, k: number, s: number, free = true): void {
+  const sid = st.states.sid(s);
+  if (free) freeOp(st, st.states.op(s));
+  if (st.states.delete(k, s) && k === hitKeyNo) {
+    hitKey = undefined;
+    hitKeyNo = -1;
   }
   const n = (st.lineageKeys.get(sid) ?? 1) - 1;
   if (n > 0) st.lineageKeys.set(sid, n);
@@ -423,11 +432,17 @@ function dropLineage(st: PartitionState, sid: string): void {
   st.lineageIndex.release(sid);
   if (!st.lineageKeys.has(sid)) return;
   // A rare step (a rule deleted or reset): a walk over every key is fine here.
-  for (const [key, byLineage] of st.states) {
-    if (!byLineage.delete(sid)) continue;
+  const lin = lineageNumber(sid);
+  const holding: [number, number][] = [];
+  for (const key of st.states.keys()) {
+    const k = st.states.keyNumber(key);
+    const s = st.states.find(k, lin);
+    if (s < 0) continue;
     st.dirty.add(key);
-    if (byLineage.size === 0) st.states.delete(key);
+    holding.push([k, s]);
   }
+  // One state of each key: removing it moves no other listed one.
+  for (const [k, s] of holding) deleteSlot(st, k, s);
   st.lineageKeys.delete(sid);
 }
 
@@ -435,6 +450,18 @@ function dropLineage(st: PartitionState, sid: string): void {
 export function stateLineages(st: PartitionState): string[] {
   decodeAllKeys(st);
   return [...st.lineageKeys.keys()];
+}
+
+/**
+ * What the partition's keyed state takes outside the collected heap (its typed arrays, see
+ * `keyed-states.ts` and `small-window.ts`), and how much of it holds state now. The arrays grow
+ * and do not shrink: after expiry let go of many keys, the difference is kept but unused.
+ */
+export function stateArenaBytes(st: PartitionState): { total: number; live: number } {
+  return {
+    total: st.states.bytes + st.windows.bytes,
+    live: st.states.liveBytes + st.windows.liveBytes,
+  };
 }
 
 /** How many (key, lineage) states the partition holds. */
@@ -462,6 +489,7 @@ function host(st: PartitionState): Host {
   const h: Host = {
     out: newResult(),
     limits: st.limits,
+    windows: st.windows,
     schedule(time, rule, key) {
       st.timers.push({ time, n: st.timerN++, ruleId: rule.id, epoch: rule.stateEpoch, key });
     },
@@ -665,22 +693,19 @@ function release(st: PartitionState, h: OperatorHost): void {
       expected: false,
     };
     const hits = b.hits;
-    releasing = hits;
     try {
       for (let i = 0; i < hits.length; i++) {
         const key = hits.keyAt(i);
-        releasingAt = i;
         applyHit(st, e, hits.rules[i] as CompiledRule, key, hits.bitsAt(i), h);
         if (key !== hitKey) {
-          hitKey = key;
-          hitStates = st.states.get(key);
-          if (hitStates === undefined) hitKey = undefined;
+          hitKeyNo = st.states.keyNumber(key);
+          hitKey = hitKeyNo < 0 ? undefined : key;
         }
       }
     } finally {
       // The cache is this event's only: another partition may hold the same key.
-      hitKey = hitStates = undefined;
-      releasing = undefined;
+      hitKey = undefined;
+      hitKeyNo = -1;
     }
     untag(st, b);
   }
@@ -696,14 +721,15 @@ function release(st: PartitionState, h: OperatorHost): void {
 function lineageEnd(
   st: PartitionState,
   sid: string,
-  v: unknown,
+  sup: number | undefined,
+  op: unknown,
   withTtl = true,
 ): number | undefined {
   const at = sid.lastIndexOf('@');
   const rules = lineageRules(st, sid.slice(0, at), Number(sid.slice(at + 1)));
   if (rules.length === 0) return undefined;
   let end = -Infinity;
-  for (const rule of rules) end = Math.max(end, stateEnd(rule, supOf(v), opOf(v), withTtl));
+  for (const rule of rules) end = Math.max(end, stateEnd(rule, sup, op, st.windows, withTtl));
   return end;
 }
 
@@ -712,10 +738,10 @@ function lineageEnd(
  * undefined when none ends by itself. A key is listed at or before it (unless a compatible change
  * lowered `suppressFor` since: then its states go at the later listing).
  */
-export function keyExpiry(st: PartitionState, byLineage: LineageStates): number | undefined {
+export function keyExpiry(st: PartitionState, states: KeyStates): number | undefined {
   let first = Infinity;
-  byLineage.forEach((v, sid) => {
-    const end = lineageEnd(st, sid, v);
+  states.forEach((sid, sup, op) => {
+    const end = lineageEnd(st, sid, sup, op);
     if (end !== undefined && end > -Infinity && end < first) first = end;
   });
   return first === Infinity ? undefined : expiryBucket(first);
@@ -736,35 +762,37 @@ function expireKeys(st: PartitionState, upTo: number): void {
  * last of them is done with it.
  */
 function expireKey(st: PartitionState, key: string, bucket: number): void {
-  const byLineage = statesOf(st, key);
+  const k = keyOfState(st, key);
   // Gone, or listed again in another bucket since (this entry is stale).
-  if (byLineage === undefined || byLineage.exp !== bucket) return;
-  byLineage.exp = undefined;
+  if (k < 0 || st.states.exp(k) !== bucket) return;
+  const states = st.states;
+  states.setExp(k, undefined);
   let next = Infinity;
-  const done: [string, ExpiryReason][] = [];
-  byLineage.forEach((v, sid) => {
-    const end = lineageEnd(st, sid, v);
-    if (end === undefined) return;
+  const done: number[] = [];
+  for (let s = states.first(k), e = s + states.stateCount(k); s < e; s++) {
+    const sid = states.sid(s);
+    const sup = states.sup(s);
+    const op = states.op(s);
+    const end = lineageEnd(st, sid, sup, op);
+    if (end === undefined) continue;
     if (end <= bucket) {
-      const opEnd = lineageEnd(st, sid, opOf(v)) ?? -Infinity;
-      done.push([
-        sid,
-        (lineageEnd(st, sid, v, false) ?? end) > bucket
+      const opEnd = lineageEnd(st, sid, undefined, op) ?? -Infinity;
+      done.push(s);
+      st.expired[
+        (lineageEnd(st, sid, sup, op, false) ?? end) > bucket
           ? ExpiryReason.ttl
           : opEnd >= end
             ? ExpiryReason.window
-            : ExpiryReason.suppression,
-      ]);
+            : ExpiryReason.suppression
+      ]++;
     } else if (end < next) next = end;
-  });
-  st.dirty.add(key);
-  for (const [sid, reason] of done) {
-    deleteKeyState(st, sid, key);
-    st.expired[reason]++;
   }
-  if (next !== Infinity && st.states.get(key) === byLineage) {
+  st.dirty.add(key);
+  // Last first: removing a state moves the ones after it.
+  for (let i = done.length - 1; i >= 0; i--) deleteSlot(st, k, done[i] as number);
+  if (next !== Infinity && states.keyNumber(key) === k) {
     const b = expiryBucket(next);
-    byLineage.exp = b;
+    states.setExp(k, b);
     st.expiry.add(key, b);
   }
 }
@@ -860,11 +888,11 @@ function fireTimers(st: PartitionState, upTo: number, h: OperatorHost): void {
     const rule = lineageRule(st, t.ruleId, t.epoch);
     // A deleted or reset lineage has no state left; a paused rule's due state is dropped without alerts.
     if (rule === undefined) continue;
-    const byLineage = statesOf(st, t.key);
-    const stored = byLineage?.get(rule.sid);
-    if (stored === undefined) continue;
+    const k = keyOfState(st, t.key);
+    const slot = k < 0 ? -1 : st.states.find(k, rule.lin);
+    if (slot < 0) continue;
     st.dirty.add(t.key);
-    const ks = fillView(byLineage, stored);
+    const ks = fillView(st, k, slot);
     const p = rule.pattern;
     const emit = !rule.paused;
     if (p?.kind === 'threshold') thresholdTimer(rule, p, ks, t.key, t.time, h, emit);

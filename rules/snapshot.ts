@@ -140,7 +140,7 @@ export function restoreKey(
   key: string,
   field: readonly (LineageStateJSON | number)[],
 ): void {
-  putKeyStates(st, key, decodeKeyStates(key, field));
+  putKeyStates(st, key, decodeKeyStates(key, field, st.windows));
 }
 
 const byFirst = <T extends readonly [string, ...unknown[]]>(a: T, b: T): number =>
@@ -154,14 +154,15 @@ const byFirst = <T extends readonly [string, ...unknown[]]>(a: T, b: T): number 
 export function snapshotPartition(st: PartitionState): Uint8Array {
   decodeAllKeys(st);
   // Canonical (sorted) order: equal states give equal bytes, whatever order keys were touched in.
-  const states = [...st.states]
-    .map(([key, byLineage]): [string, LineageStateJSON[], number?] =>
+  const states = [...st.states.keys()]
+    .map((key): [string, LineageStateJSON[], number?] => {
+      const k = st.states.keyNumber(key);
+      const json = keyStatesJSON(st.states.statesOf(k), st.windows).sort(byFirst);
+      const exp = st.states.exp(k);
       // The bucket the key is listed in, as a checkpoint field records it: a restored partition
       // looks at its keys when an uninterrupted one would.
-      byLineage.exp === undefined
-        ? [key, keyStatesJSON(byLineage).sort(byFirst)]
-        : [key, keyStatesJSON(byLineage).sort(byFirst), byLineage.exp],
-    )
+      return exp === undefined ? [key, json] : [key, json, exp];
+    })
     .sort(byFirst);
   return new TextEncoder().encode(
     metaText(st, true).slice(0, -1) + ',"states":' + JSON.stringify(states) + '}',
@@ -283,9 +284,9 @@ export function restorePartition(
   }
   for (const [key, lineages, exp] of json.states) {
     restoreKey(st, key, lineages);
-    const byLineage = st.states.get(key);
-    if (exp !== undefined && byLineage !== undefined) {
-      byLineage.exp = exp;
+    const k = st.states.keyNumber(key);
+    if (exp !== undefined && k >= 0) {
+      st.states.setExp(k, exp);
       st.expiry.add(key, exp);
     }
   }

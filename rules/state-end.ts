@@ -2,7 +2,7 @@ import { absenceIdle, type AbsenceState } from './cep/absence.js';
 import { newKeyState } from './cep/host.js';
 import { sequenceIdle, type SequenceState } from './cep/sequence.js';
 import { thresholdIdle, type SlidingState, type TumblingState } from './cep/threshold.js';
-import { isSmallWindow, smallNewest } from './cep/small-window.js';
+import { isSmallWindow, type WindowArena } from './cep/small-window.js';
 import type { CompiledRule } from './compile-rule.js';
 
 /**
@@ -20,22 +20,28 @@ export function stateEnd(
   rule: CompiledRule,
   sup: number | undefined,
   op: unknown,
+  windows: WindowArena,
   withTtl = true,
 ): number {
-  const end = naturalEnd(rule, sup, op);
+  const end = naturalEnd(rule, sup, op, windows);
   const ttl = rule.stateTtlMs;
   if (!withTtl || ttl <= 0 || end === -Infinity) return end;
-  const newest = Math.max(sup ?? -Infinity, op === undefined ? -Infinity : opNewest(op));
+  const newest = Math.max(sup ?? -Infinity, op === undefined ? -Infinity : opNewest(op, windows));
   return newest === -Infinity ? end : Math.min(end, newest + ttl);
 }
 
-function naturalEnd(rule: CompiledRule, sup: number | undefined, op: unknown): number {
+function naturalEnd(
+  rule: CompiledRule,
+  sup: number | undefined,
+  op: unknown,
+  windows: WindowArena,
+): number {
   let end = -Infinity;
   if (op !== undefined) {
     const p = rule.pattern;
     if (p?.kind !== 'threshold') {
       if (!opIdle(rule, op)) return Infinity;
-    } else if (isSmallWindow(op)) end = smallNewest(op) + p.windowMs;
+    } else if (isSmallWindow(op)) end = windows.newest(op) + p.windowMs;
     else if ((op as { k: string }).k === 's') {
       const s = op as SlidingState;
       if (s.h < s.t.length) end = (s.t[s.t.length - 1] as number) + p.windowMs;
@@ -61,8 +67,8 @@ export function opIdle(rule: CompiledRule, op: unknown): boolean {
 }
 
 /** The newest event time an operator state holds; -Infinity when it holds none. */
-function opNewest(op: unknown): number {
-  if (isSmallWindow(op)) return smallNewest(op);
+function opNewest(op: unknown, windows: WindowArena): number {
+  if (isSmallWindow(op)) return windows.newest(op);
   switch ((op as { k?: string }).k) {
     case 's': {
       const s = op as SlidingState;

@@ -58,10 +58,11 @@ export interface VigilOptions {
   readonly workerYoungGenerationMb: number;
   /**
    * A worker whose partitions are idle after expiry removed much keyed state is collected; if
-   * its heap then still commits this many MB more than it uses, the thread is replaced by a new
-   * one and its partitions restore from their final checkpoints. V8 keeps a heap's grown room
-   * (its young generation above all) until the thread ends, so without this the process's
-   * memory stays near its peak after the key space has shrunk. 0: never; also never without
+   * its heap then still commits, and its keyed state's typed arrays hold, this many MB more than
+   * they use, the thread is replaced by a new one and its partitions restore from their final
+   * checkpoints. V8 keeps a heap's grown room (its young generation above all) and the arrays
+   * never shrink until the thread ends, so without this the process's memory stays near its peak
+   * after the key space has shrunk. 0: never; also never without
    * checkpoints (the partitions would have nothing to restore from).
    * @default 64
    */

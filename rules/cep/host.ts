@@ -2,6 +2,7 @@ import type { CompiledRule } from '../compile-rule.js';
 import type { RuleLimits } from '../limits.js';
 import type { ModelRegistry } from '../models.js';
 import type { EventRef } from '../types.js';
+import type { WindowArena } from './small-window.js';
 
 /** Keyed state of one rule (lineage) and one key. `op` belongs to the rule's pattern operator. */
 export interface KeyState {
@@ -38,48 +39,6 @@ export function newKeyState(
 }
 
 /**
- * A (key, lineage) state as a key's map holds it when it is more than an operator state: it keeps
- * an alert suppression time, or has no operator state. Otherwise the map holds the operator state
- * itself ({@link StoredState}).
- */
-export class WrappedState implements KeyState {
-  constructor(
-    public sup: number | undefined,
-    public op: unknown,
-  ) {}
-}
-
-/**
- * A (key, lineage) state as stored: the operator state itself (an object with a `k` kind) when
- * there is no suppression time, else a {@link WrappedState}. A partition holds millions of
- * states, and each is new when an event first meets its rule and key: a `KeyState` object around
- * every one was 40 of its ~100 bytes, and a third of what a worker's young-generation
- * collections copied. Operators see a {@link KeyState} (see `partition.ts`).
- */
-export type StoredState = unknown;
-
-export function storedState(sup: number | undefined, op: unknown): StoredState {
-  return sup === undefined && op !== undefined ? op : new WrappedState(sup, op);
-}
-
-/**
- * Whether a stored state is a {@link WrappedState}. Most are small windows, which are arrays:
- * `Array.isArray` answers for them before `instanceof` walks their prototypes, which checkpoint
- * encoding (two of these per lineage of a key) measurably felt (bench/README.md).
- */
-export function isWrapped(v: StoredState): v is WrappedState {
-  return !Array.isArray(v) && v instanceof WrappedState;
-}
-
-export function supOf(v: StoredState): number | undefined {
-  return isWrapped(v) ? v.sup : undefined;
-}
-
-export function opOf(v: StoredState): unknown {
-  return isWrapped(v) ? v.op : v;
-}
-
-/**
  * One event as an operator sees it, after the rule's type and `when` filters. The partition reuses
  * one for all the rules an event meets: an operator may keep `ref`, `event` and `models`, never
  * the object itself.
@@ -100,6 +59,8 @@ export interface OperatorEvent {
 /** What an operator may do besides changing its keyed state. */
 export interface OperatorHost {
   readonly limits: RuleLimits;
+  /** The partition's small windows (see `small-window.ts`). */
+  readonly windows: WindowArena;
   /** Calls the operator's `onTimer` for this rule lineage and key when the watermark reaches `time`. */
   schedule(time: number, rule: CompiledRule, key: string): void;
   /** Emits an alert (subject to suppression); `idParts` makes its id unique and deterministic. */

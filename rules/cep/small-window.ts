@@ -1,14 +1,16 @@
 /**
- * Small sliding windows as shared, immutable values.
+ * Small sliding windows in a partition's arena of typed arrays.
  *
- * Most (key, rule) windows of a partition hold one or two entries (bench/README.md), and an event of a busy type meets dozens of threshold rules on its key: the rules of a type
- * that key alike and accept the same events hold equal windows. A mutable window per (key, rule)
- * was four or five objects for one timestamp, and copying and marking them was most of the
- * garbage collector's work. A window of a `count`, `sum` or `avg` rule with at most
- * {@link SMALL_WINDOW_MAX} entries is therefore a value: every change makes a new one, and the
- * rules that make the same change to the same window while one event is applied get the very same
- * object. A window that would grow past the bound becomes the mutable `SlidingState` of
- * `threshold.ts`, with exactly the state that type would hold.
+ * Most (key, rule) windows of a partition hold one or two entries (bench/README.md), and a
+ * partition holds millions of them. As JS objects, every window an event made or grew was a new
+ * heap object that outlived the young generation's next collection, and copying them was most of
+ * what a worker's scavenges did (the pauses that made the activation tail). Here a window of a
+ * `count`, `sum` or `avg` rule with at most {@link SMALL_WINDOW_MAX} entries is a record in a
+ * `Float64Array` of its partition's {@link WindowArena}, changed in place; the state the partition
+ * stores for it is the record's handle, a small integer (no heap object at all). A typed array's
+ * contents live outside the collected heap, so collections neither copy nor mark them. A window
+ * that would grow past the bound becomes the mutable `SlidingState` of `threshold.ts`, with exactly
+ * the state that type would hold, and its record is freed.
  *
  * The numbers are the mutable window's to the bit: sums keep its two-stack order (entries before
  * the front end `f` summed from `f − 1` down, the others in arrival order), so a sum never depends
@@ -16,9 +18,8 @@
  */
 
 /**
- * The one empty array every window shares while an array of it is empty (values for `count`, the
- * deques for all but `min`/`max`, suffix sums until the first rebuild): a partition holds
- * millions of windows, and four empty arrays each were a quarter of their memory. Frozen, so a
+ * The one empty array every mutable window shares while an array of it is empty (values for
+ * `count`, the deques for all but `min`/`max`, suffix sums until the first rebuild). Frozen, so a
  * write to it fails loudly instead of reaching every window; writers replace it first.
  */
 export const NO_ENTRIES: never[] = Object.freeze([]) as unknown as never[];
@@ -47,106 +48,287 @@ export function smallWindowMax(): number {
 }
 
 /**
- * A sliding window as an immutable value, compacted (its oldest entry first), in one array of
- * numbers: `[sum, f, sums, t₀ … tₙ₋₁, v₀ … vₙ₋₁]`, the values only when `sums` is 1. `sum` is the
- * window's sum (0 for count) as the mutable window computes it, `f` the front end of its two
- * stacks (see `SlidingState.f`; 0 for count). One array, where an object with `t` and `v` arrays
- * and a boxed `sum` was six heap objects: in `bench:e2e` a worker's heap held 142,000 small
- * windows, three objects in four of all it held, and a garbage collection marks or copies each
- * object. Read it through the functions below; {@link isSmallWindow} tells it from the other
- * operator states, which are objects.
+ * A small window: the handle of its record in its partition's {@link WindowArena}. Meaningless
+ * outside that partition; read it through the arena.
  */
-export type SmallWindow = readonly number[] & { readonly __smallWindow: never };
-
-const SUM = 0;
-const FRONT = 1;
-const SUMS = 2;
-/** Where the timestamps start. */
-const HEAD = 3;
+export type SmallWindow = number & { readonly __smallWindow: never };
 
 /** Whether an operator state is a small window (the other states are objects with a `k`). */
 export function isSmallWindow(op: unknown): op is SmallWindow {
-  return Array.isArray(op);
+  return typeof op === 'number';
 }
 
-/** Entries the window holds. */
-export function smallSize(w: SmallWindow): number {
-  return w[SUMS] === 1 ? (w.length - HEAD) >> 1 : w.length - HEAD;
-}
+/** Record capacities, in entries: a record moves to the next one up when it fills. */
+const CAPS = [1, 2, 4, SMALL_WINDOW_MAX] as const;
+/** Classes: capacity index, plus 4 for windows that keep values (`sum`, `avg`). */
+const CLASSES = 8;
+const SUMS_CLASS = 4;
+/**
+ * A record: `[n, t₀ … t_cap−1]` for count, `[n, f, sum, t₀ … t_cap−1, v₀ … v_cap−1]` for sums
+ * (a count window's front end and sum are always 0).
+ */
+const N = 0;
+const FRONT = 1;
+const SUM = 2;
+/** A free record's `n`; the slot after it holds the next free record's index (-1: none). */
+const FREED = -1;
+const NEXT_FREE = 1;
 
-/** Whether the window keeps values (`sum`, `avg`) or only timestamps (`count`). */
-export function smallSums(w: SmallWindow): boolean {
-  return w[SUMS] === 1;
-}
-
-/** The window's sum (0 for count). */
-export function smallSum(w: SmallWindow): number {
-  return w[SUM] as number;
-}
-
-/** The front end of the window's two stacks (0 for count). */
-export function smallFront(w: SmallWindow): number {
-  return w[FRONT] as number;
-}
-
-/** The timestamps as a new array. */
-export function smallTimes(w: SmallWindow): number[] {
-  return w.slice(HEAD, HEAD + smallSize(w));
-}
-
-/** The newest entry's time; -Infinity for an empty window. */
-export function smallNewest(w: SmallWindow): number {
-  const n = smallSize(w);
-  return n === 0 ? -Infinity : (w[HEAD + n - 1] as number);
-}
-
-/** The values as a new array (empty for count). */
-export function smallValues(w: SmallWindow): number[] {
-  return smallSums(w) ? w.slice(HEAD + smallSize(w)) : [];
-}
-
-/** Where in the window's array timestamps (`t`) or values (`v`) start: for writers of its text. */
-export function smallOffset(w: SmallWindow, part: 't' | 'v'): number {
-  return part === 't' ? HEAD : HEAD + smallSize(w);
+/** A class's (or a handle's) record capacity, in entries. */
+const capOf = (cls: number): number => CAPS[cls & 3] as number;
+/** Where a class's (or a handle's) timestamps start in its records. */
+const headOf = (cls: number): number => ((cls & 7) >= SUMS_CLASS ? 3 : 1);
+const widthOf = (cls: number): number => (cls >= SUMS_CLASS ? 3 + 2 * capOf(cls) : 1 + capOf(cls));
+/** The class of the smallest record that holds `n` entries. */
+function classFor(n: number, sums: boolean): number {
+  const c = n <= 1 ? 0 : n <= 2 ? 1 : n <= 4 ? 2 : 3;
+  return sums ? c + SUMS_CLASS : c;
 }
 
 /**
- * The sum of the `n` values of `a` from `at` in the mutable window's order: `[0, f)` from `f − 1`
- * down, plus `[f, n)` in order.
+ * One partition's small windows: per class, one `Float64Array` of fixed-width records and a free
+ * list threaded through the freed ones. A handle is `index × 8 + class`. Whoever drops a state
+ * that holds a handle frees it (the partition, at every point a state is overwritten, deleted,
+ * expired or its lineage dropped); {@link live} counts records in use, so tests can hold the
+ * partition to that.
  */
-function rangeSum(a: readonly number[], at: number, n: number, f: number): number {
+export class WindowArena {
+  private readonly pools: Float64Array[] = [];
+  /** Records handed out at least once, per class. */
+  private readonly used = new Int32Array(CLASSES);
+  private readonly freeHead = new Int32Array(CLASSES).fill(-1);
+  private liveCount = 0;
+  /** Bytes of the records in use. */
+  private usedBytes = 0;
+
+  constructor() {
+    for (let c = 0; c < CLASSES; c++) this.pools.push(new Float64Array(16 * widthOf(c)));
+  }
+
+  /** Records in use. */
+  get live(): number {
+    return this.liveCount;
+  }
+
+  /** Bytes the arena's arrays take (in use or not). */
+  get bytes(): number {
+    let b = 0;
+    for (const p of this.pools) b += p.byteLength;
+    return b;
+  }
+
+  /** Bytes of the records in use. */
+  get liveBytes(): number {
+    return this.usedBytes;
+  }
+
+  /** Entries the window holds. */
+  size(w: SmallWindow): number {
+    return (this.pools[w & 7] as Float64Array)[(w >>> 3) * widthOf(w & 7) + N] as number;
+  }
+
+  /** Whether the window keeps values (`sum`, `avg`) or only timestamps (`count`). */
+  sums(w: SmallWindow): boolean {
+    return (w & 7) >= SUMS_CLASS;
+  }
+
+  /** The window's sum (0 for count). */
+  sum(w: SmallWindow): number {
+    const cls = w & 7;
+    if (cls < SUMS_CLASS) return 0;
+    return (this.pools[cls] as Float64Array)[(w >>> 3) * widthOf(cls) + SUM] as number;
+  }
+
+  /** The front end of the window's two stacks (0 for count). */
+  front(w: SmallWindow): number {
+    const cls = w & 7;
+    if (cls < SUMS_CLASS) return 0;
+    return (this.pools[cls] as Float64Array)[(w >>> 3) * widthOf(cls) + FRONT] as number;
+  }
+
+  /** The `i`th oldest entry's time. */
+  time(w: SmallWindow, i: number): number {
+    const cls = w & 7;
+    return (this.pools[cls] as Float64Array)[(w >>> 3) * widthOf(cls) + headOf(cls) + i] as number;
+  }
+
+  /** The `i`th oldest entry's value (sums only). */
+  value(w: SmallWindow, i: number): number {
+    const cls = w & 7;
+    const at = (w >>> 3) * widthOf(cls) + 3 + capOf(cls) + i;
+    return (this.pools[cls] as Float64Array)[at] as number;
+  }
+
+  /** The newest entry's time. */
+  newest(w: SmallWindow): number {
+    return this.time(w, this.size(w) - 1);
+  }
+
+  /** The timestamps as a new array. */
+  times(w: SmallWindow): number[] {
+    const out: number[] = [];
+    for (let i = 0, n = this.size(w); i < n; i++) out.push(this.time(w, i));
+    return out;
+  }
+
+  /** The values as a new array (empty for count). */
+  values(w: SmallWindow): number[] {
+    const out: number[] = [];
+    if (this.sums(w)) for (let i = 0, n = this.size(w); i < n; i++) out.push(this.value(w, i));
+    return out;
+  }
+
+  /** A new window from its parts (a restored one, say); see {@link fitsSmallWindow}. */
+  make(t: readonly number[], v: readonly number[], sums: boolean, f: number): SmallWindow {
+    const n = t.length;
+    const w = this.alloc(classFor(n, sums));
+    const a = this.pools[w & 7] as Float64Array;
+    const at = (w >>> 3) * widthOf(w & 7);
+    const tAt = at + headOf(w);
+    const vAt = tAt + capOf(w);
+    for (let i = 0; i < n; i++) a[tAt + i] = t[i] as number;
+    if (sums) for (let i = 0; i < n; i++) a[vAt + i] = v[i] as number;
+    this.seal(a, at, vAt, n, sums, f);
+    return w;
+  }
+
+  /** A window of its own holding what `w` holds. */
+  copy(w: SmallWindow): SmallWindow {
+    const cls = w & 7;
+    const c = this.alloc(cls);
+    // Read after alloc: it may have grown (and so replaced) the class's pool.
+    const a = this.pools[cls] as Float64Array;
+    const width = widthOf(cls);
+    const from = (w >>> 3) * width;
+    const to = (c >>> 3) * width;
+    // A loop: for a few numbers, faster than `copyWithin`'s call into the runtime.
+    for (let i = 0; i < width; i++) a[to + i] = a[from + i] as number;
+    return c;
+  }
+
+  /** Gives the window's record back; the handle must not be used again. */
+  free(w: SmallWindow): void {
+    const cls = w & 7;
+    const a = this.pools[cls] as Float64Array;
+    const at = (w >>> 3) * widthOf(cls);
+    if (a[at + N] === FREED) throw new Error(`small window ${w} freed twice`);
+    a[at + N] = FREED;
+    a[at + NEXT_FREE] = this.freeHead[cls] as number;
+    this.freeHead[cls] = w >>> 3;
+    this.liveCount--;
+    this.usedBytes -= widthOf(cls) * 8;
+  }
+
+  /**
+   * Appends the entry `(ts, value)` (value ignored unless `sums`) to `prior` (undefined: a new
+   * window) and drops its `drop` oldest entries (never the new one), as the mutable window evicts
+   * them: by time ({@link entriesBefore}), then past the size limit. The caller has checked that
+   * `prior` holds fewer than {@link smallWindowMax} entries. Returns the window's handle: `prior`,
+   * changed in place, or a new record when the entries no longer fit (or now fit one a quarter of
+   * the size), `prior`'s freed.
+   */
+  append(
+    prior: SmallWindow | undefined,
+    sums: boolean,
+    ts: number,
+    value: number,
+    drop: number,
+  ): SmallWindow {
+    const n0 = prior === undefined ? 0 : this.size(prior);
+    const n = n0 + 1 - drop;
+    let w: SmallWindow;
+    let front = 0;
+    if (prior !== undefined && sums) {
+      // The mutable window moves the back stack to the front whenever it evicts with the front empty.
+      front = this.front(prior);
+      for (let i = 0; i < drop; i++) if (i >= front) front = n0 + 1;
+    }
+    // Only the new entry left: a new window's front end (see `onSliding` in threshold.ts).
+    const f = sums && drop < n0 ? front - drop : 0;
+    if (prior !== undefined && n <= capOf(prior) && (n << 2 > capOf(prior) || capOf(prior) === 1)) {
+      w = prior;
+      if (drop > 0) {
+        const a = this.pools[w & 7] as Float64Array;
+        const at = (w >>> 3) * widthOf(w & 7) + headOf(w);
+        for (let i = drop; i < n0; i++) a[at + i - drop] = a[at + i] as number;
+        if (sums) {
+          const vAt = at + capOf(w);
+          for (let i = drop; i < n0; i++) a[vAt + i - drop] = a[vAt + i] as number;
+        }
+      }
+    } else {
+      w = this.alloc(classFor(n, sums));
+      if (prior !== undefined) {
+        // Both read after alloc: it may have grown (and so replaced) the new record's pool.
+        const from = this.pools[prior & 7] as Float64Array;
+        const fAt = (prior >>> 3) * widthOf(prior & 7) + headOf(prior);
+        const a = this.pools[w & 7] as Float64Array;
+        const at = (w >>> 3) * widthOf(w & 7) + headOf(w);
+        for (let i = drop; i < n0; i++) a[at + i - drop] = from[fAt + i] as number;
+        if (sums) {
+          const vFrom = fAt + capOf(prior);
+          const vAt = at + capOf(w);
+          for (let i = drop; i < n0; i++) a[vAt + i - drop] = from[vFrom + i] as number;
+        }
+        this.free(prior);
+      }
+    }
+    const a = this.pools[w & 7] as Float64Array;
+    const at = (w >>> 3) * widthOf(w & 7);
+    const tAt = at + headOf(w);
+    const vAt = tAt + capOf(w);
+    a[tAt + n - 1] = ts;
+    if (sums) a[vAt + n - 1] = value;
+    this.seal(a, at, vAt, n, sums, f);
+    return w;
+  }
+
+  /** Writes the header of a record whose `n` entries are in place: its size, front end and sum. */
+  private seal(
+    a: Float64Array,
+    at: number,
+    vAt: number,
+    n: number,
+    sums: boolean,
+    f: number,
+  ): void {
+    a[at + N] = n;
+    if (!sums) return;
+    a[at + FRONT] = f;
+    a[at + SUM] = rangeSum(a, vAt, n, f);
+  }
+
+  private alloc(cls: number): SmallWindow {
+    this.liveCount++;
+    this.usedBytes += widthOf(cls) * 8;
+    let i = this.freeHead[cls] as number;
+    const width = widthOf(cls);
+    if (i >= 0) {
+      this.freeHead[cls] = (this.pools[cls] as Float64Array)[i * width + NEXT_FREE] as number;
+    } else {
+      i = this.used[cls] as number;
+      this.used[cls] = i + 1;
+      const pool = this.pools[cls] as Float64Array;
+      if ((i + 1) * width > pool.length) {
+        const grown = new Float64Array(pool.length * 2);
+        grown.set(pool);
+        this.pools[cls] = grown;
+      }
+    }
+    return (i * 8 + cls) as SmallWindow;
+  }
+}
+
+/**
+ * The sum of the `n` values from `at` in the mutable window's order: `[0, f)` from `f − 1` down,
+ * plus `[f, n)` in order.
+ */
+function rangeSum(a: Float64Array, at: number, n: number, f: number): number {
   let front = 0;
   for (let i = f - 1; i >= 0; i--) front += a[at + i] as number;
   let back = 0;
   for (let i = f; i < n; i++) back += a[at + i] as number;
   return (f > 0 ? front : 0) + back;
-}
-
-/** A window's array for `n` entries, the entries still to be written, then {@link seal}. */
-function newWindow(n: number, sums: boolean): number[] {
-  return new Array<number>(HEAD + (sums ? 2 * n : n));
-}
-
-/** Writes the head of a window whose `n` entries are in place: its sum, front end and kind. */
-function seal(w: number[], n: number, sums: boolean, f: number): SmallWindow {
-  w[SUM] = sums ? rangeSum(w, HEAD + n, n, f) : 0;
-  w[FRONT] = f;
-  w[SUMS] = sums ? 1 : 0;
-  return w as unknown as SmallWindow;
-}
-
-/** A small window from its parts (a restored one, say). */
-export function smallWindow(
-  t: readonly number[],
-  v: readonly number[],
-  sums: boolean,
-  f: number,
-): SmallWindow {
-  const n = t.length;
-  const w = newWindow(n, sums);
-  for (let i = 0; i < n; i++) w[HEAD + i] = t[i] as number;
-  if (sums) for (let i = 0; i < n; i++) w[HEAD + n + i] = v[i] as number;
-  return seal(w, n, sums, f);
 }
 
 /**
@@ -169,70 +351,15 @@ export function fitsSmallWindow(
   return true;
 }
 
-/** Changes made while applying one event: the same change to the same window gives the same object. */
-interface Made {
-  prior: SmallWindow | undefined;
-  sums: boolean;
-  value: number;
-  drop: number;
-  w: SmallWindow;
-}
-let madeFor: object | undefined;
-const made: Made[] = [];
-const MADE_MAX = 32;
-
 /** How many of a window's entries are before `from` (the entries an event at `from + window` evicts). */
-export function entriesBefore(w: SmallWindow | undefined, from: number): number {
+export function entriesBefore(
+  arena: WindowArena,
+  w: SmallWindow | undefined,
+  from: number,
+): number {
   if (w === undefined) return 0;
-  const size = smallSize(w);
+  const size = arena.size(w);
   let n = 0;
-  while (n < size && (w[HEAD + n] as number) < from) n++;
+  while (n < size && arena.time(w, n) < from) n++;
   return n;
-}
-
-/**
- * Appends the entry `(ts, value)` (value ignored unless `sums`) to `prior` (undefined: an empty
- * window) and drops its `drop` oldest entries (never the new one), as the mutable window evicts
- * them: by time ({@link entriesBefore}), then past the size limit. The caller has checked that
- * `prior` holds fewer than {@link smallWindowMax} entries. `event` identifies the event being
- * applied: while it stays the same, equal changes return the same window.
- */
-export function appendSmall(
-  event: object,
-  prior: SmallWindow | undefined,
-  sums: boolean,
-  ts: number,
-  value: number,
-  drop: number,
-): SmallWindow {
-  const x = sums ? value : 0;
-  if (madeFor !== event) {
-    madeFor = event;
-    made.length = 0;
-  }
-  for (let i = 0; i < made.length; i++) {
-    const m = made[i] as Made;
-    // The same entries dropped, by time or by the limit: the same window, whichever dropped them.
-    if (m.prior === prior && m.sums === sums && Object.is(m.value, x) && m.drop === drop)
-      return m.w;
-  }
-  const n0 = prior === undefined ? 0 : smallSize(prior);
-  const n = n0 + 1 - drop;
-  const w = newWindow(n, sums);
-  for (let i = drop; i < n0; i++) w[HEAD + i - drop] = (prior as SmallWindow)[HEAD + i] as number;
-  w[HEAD + n - 1] = ts;
-  let f = 0;
-  if (sums) {
-    for (let i = drop; i < n0; i++)
-      w[HEAD + n + i - drop] = (prior as SmallWindow)[HEAD + n0 + i] as number;
-    w[HEAD + 2 * n - 1] = value;
-    // The mutable window moves the back stack to the front whenever it evicts with the front empty.
-    let front = prior === undefined ? 0 : smallFront(prior);
-    for (let i = 0; i < drop; i++) if (i >= front) front = n0 + 1;
-    f = front - drop;
-  }
-  const sw = seal(w, n, sums, f);
-  // An event's hits under many keys (rules keyed by other fields) would make the search quadratic.
-  if (made.length < MADE_MAX) made.push({ prior, sums, value: x, drop, w: sw });
-  return sw;
 }

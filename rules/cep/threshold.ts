@@ -2,18 +2,12 @@ import type { CompiledRule, CompiledThreshold } from '../compile-rule.js';
 import type { EventRef } from '../types.js';
 import { titleFields, type KeyState, type OperatorEvent, type OperatorHost } from './host.js';
 import {
-  appendSmall,
   entriesBefore,
   isSmallWindow,
   NO_ENTRIES,
-  smallFront,
-  smallSize,
-  smallSum,
-  smallSums,
-  smallTimes,
-  smallValues,
   smallWindowMax,
   type SmallWindow,
+  type WindowArena,
 } from './small-window.js';
 
 export { NO_ENTRIES } from './small-window.js';
@@ -150,12 +144,13 @@ export function slidingWindow(
   return s;
 }
 
-function sliding(ks: KeyState, p: CompiledThreshold): SlidingState {
+function sliding(ks: KeyState, p: CompiledThreshold, arena: WindowArena): SlidingState {
   const op = ks.op as SlidingState | SmallWindow | undefined;
   // A small window that grows past its bound becomes the mutable window with the same entries.
-  if (isSmallWindow(op))
-    ks.op = slidingWindow(smallTimes(op), smallValues(op), smallSums(op), smallFront(op));
-  else if (op?.k !== 's')
+  if (isSmallWindow(op)) {
+    ks.op = slidingWindow(arena.times(op), arena.values(op), arena.sums(op), arena.front(op));
+    arena.free(op);
+  } else if (op?.k !== 's')
     ks.op = slidingWindow(
       NO_ENTRIES,
       NO_ENTRIES,
@@ -248,14 +243,15 @@ function onSmall(
   const ts = e.ref.ts;
   const from = ts - p.windowMs;
   const sums = p.aggregate !== 'count';
-  const byTime = entriesBefore(prior, from);
-  const held = (prior === undefined ? 0 : smallSize(prior)) + 1 - byTime;
+  const arena = host.windows;
+  const byTime = entriesBefore(arena, prior, from);
+  const held = (prior === undefined ? 0 : arena.size(prior)) + 1 - byTime;
   const overLimit = Math.max(0, held - host.limits.maxWindowEntriesPerKey);
-  const w = appendSmall(e.ref, prior, sums, ts, sums ? (value as number) : 0, byTime + overLimit);
+  const w = arena.append(prior, sums, ts, sums ? (value as number) : 0, byTime + overLimit);
   ks.op = w;
   if (overLimit > 0) host.overflow(rule, e.key, overLimit, 'maxWindowEntriesPerKey');
-  const n = smallSize(w);
-  const agg = p.aggregate === 'count' ? n : p.aggregate === 'sum' ? smallSum(w) : smallSum(w) / n;
+  const n = arena.size(w);
+  const agg = p.aggregate === 'count' ? n : p.aggregate === 'sum' ? arena.sum(w) : arena.sum(w) / n;
   if (p.compare(agg)) {
     host.alert(rule, ks, {
       key: e.key,
@@ -278,14 +274,14 @@ function onSliding(
 ): void {
   const op = ks.op as SlidingState | SmallWindow | undefined;
   if (
-    (op === undefined || (isSmallWindow(op) && smallSize(op) < smallWindowMax())) &&
+    (op === undefined || (isSmallWindow(op) && host.windows.size(op) < smallWindowMax())) &&
     smallAggregate(p) &&
     smallWindowMax() > 0
   ) {
     onSmall(rule, p, ks, op, e, value, host);
     return;
   }
-  const s = sliding(ks, p);
+  const s = sliding(ks, p, host.windows);
   const ts = e.ref.ts;
   const i = s.t.length;
   s.t = append(s.t, ts);
@@ -330,6 +326,14 @@ function onSliding(
     const drop = s.t.length - s.h - max;
     for (let k = 0; k < drop; k++) evictHead(s, p);
     host.overflow(rule, e.key, drop, 'maxWindowEntriesPerKey');
+  }
+  if (s.sums && s.h === i) {
+    // Only the new entry is left: the window is a new one's, whose sum adds later values in the
+    // same order (a window that expiry removed would be new: expiry must change no sum's bits).
+    s.f = i;
+    s.fs = NO_ENTRIES;
+    s.fs0 = i;
+    s.bs = value as number;
   }
   compact(s);
   const agg = slidingAggregate(s, p);
@@ -463,6 +467,7 @@ export function thresholdTimer(
 /** True when the key state holds nothing worth keeping. */
 export function thresholdIdle(ks: KeyState): boolean {
   const s = ks.op as SlidingState | SmallWindow | TumblingState | undefined;
-  if (isSmallWindow(s)) return smallSize(s) === 0;
+  // A small window always holds its newest entry.
+  if (isSmallWindow(s)) return false;
   return s === undefined || (s.k === 's' && s.h >= s.t.length);
 }

@@ -1,6 +1,6 @@
 import { getHeapStatistics, setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import type { PartitionState } from '../../rules/index.js';
+import { stateArenaBytes, type PartitionState } from '../../rules/index.js';
 import type { PartitionRunner } from './partition-runner.js';
 
 /** States a worker's partitions must have let go of since the last collection to make another worth it. */
@@ -39,16 +39,18 @@ function memoryReducingGc(): () => void {
  *
  * The collection frees the heap but V8 keeps the room it grew (a young generation grown to its
  * limit stays committed): after a mass expiry a worker's heap was 164 MB committed for 8 MB used,
- * and only the thread's end handed it back. So when the heap still commits `recycleSlackBytes`
- * more than it uses after the collection, `recycle` is called (once): the pool replaces the
- * thread, its partitions restoring from their final checkpoints. Returns a stop function.
+ * and only the thread's end handed it back. Keyed state lives mostly in typed arrays outside the
+ * heap (`stateArenaBytes`), which grow and never shrink. So when the heap commits, and the arrays
+ * hold, `recycleSlackBytes` more than they use after the collection, `recycle` is called (once):
+ * the pool replaces the thread, its partitions restoring from their final checkpoints. Returns a
+ * stop function.
  */
 export function startIdleGc(opts: {
   readonly idleMs: number;
   /** The runners of the partitions this worker runs now. */
   readonly runners: () => Iterable<PartitionRunner>;
   readonly log: (level: 'info', message: string) => void;
-  /** Committed but unused heap (bytes) after the collection that asks for a new thread; 0: never. */
+  /** Committed but unused heap and state arrays (bytes) after the collection that asks for a new thread; 0: never. */
   readonly recycleSlackBytes: number;
   readonly recycle: (why: string) => void;
 }): () => void {
@@ -69,16 +71,22 @@ export function startIdleGc(opts: {
     gc();
     for (const r of runners) counted.set(r, expiredOf(r.state));
     const h = getHeapStatistics();
+    let arrays = 0;
+    let arraysLive = 0;
+    for (const r of runners) {
+      const a = stateArenaBytes(r.state);
+      arrays += a.total;
+      arraysLive += a.live;
+    }
+    const held = `${mb(h.total_heap_size)} MB of heap committed for ${mb(h.used_heap_size)} MB used, ${mb(arrays)} MB of state arrays for ${mb(arraysLive)} MB of state`;
     opts.log(
       'info',
-      `collected the heap after ${expired} expired states, the partitions idle (${(performance.now() - t0).toFixed(0)} ms): ${mb(h.used_heap_size)} MB used, ${mb(h.total_heap_size)} MB committed`,
+      `collected the heap after ${expired} expired states, the partitions idle (${(performance.now() - t0).toFixed(0)} ms): ${held}`,
     );
-    const slack = h.total_heap_size - h.used_heap_size;
+    const slack = h.total_heap_size - h.used_heap_size + arrays - arraysLive;
     if (opts.recycleSlackBytes > 0 && slack >= opts.recycleSlackBytes && !recycling) {
       recycling = true;
-      opts.recycle(
-        `its heap commits ${mb(h.total_heap_size)} MB for ${mb(h.used_heap_size)} MB used after expiry`,
-      );
+      opts.recycle(`after expiry it holds ${held}`);
     }
   }, CHECK_MS);
   timer.unref();

@@ -17,15 +17,14 @@ import type { SlidingState } from '../../rules/cep/threshold.js';
 import {
   isSmallWindow,
   SMALL_WINDOW_MAX,
-  smallTimes,
+  WindowArena,
   type SmallWindow,
 } from '../../rules/cep/small-window.js';
-import { opOf, supOf, type StoredState } from '../../rules/cep/host.js';
-import { LineageStates } from '../../rules/lineage-states.js';
+import { StateList } from '../../rules/keyed-states.js';
 import { decodeKeyStatesText, encodeKeyStates } from '../../rules/key-state-json.js';
 import { LineageIndex } from '../../rules/lineage-index.js';
 import { eventGenerator, generateRules } from '../../bench/e2e-inputs.js';
-import { memoryStore, writeParts } from './harness.js';
+import { keyStates, memoryStore, writeParts } from './harness.js';
 
 const decoder = new TextDecoder();
 
@@ -73,8 +72,8 @@ describe('checkpoint fields: equal windows written once', () => {
     expect(decoder.decode(snapshotPartition(restored))).toBe(
       decoder.decode(snapshotPartition(whole)),
     );
-    // Each restored mutable window is its own: no array is shared between two lineages' windows
-    // (small windows are immutable values, shared as the live partition shares them).
+    // Each restored window is its own: no array is shared between two lineages' windows (small
+    // windows are records of their own in the partition's arena).
     const restoredAgain = restorePartitionParts(store, () => rs, options);
     expect(keyedStateCount(restoredAgain)).toBeGreaterThan(0);
     expectNoSharedArrays(restoredAgain);
@@ -140,46 +139,60 @@ describe('checkpoint fields: equal windows written once', () => {
     });
     fc.assert(
       fc.property(windows, (windows) => {
-        const m = new LineageStates(windows.map((op, i) => [`r${i}@1`, op] as const));
+        const m = new StateList(windows.map((op, i) => [`r${i}@1`, undefined, op] as const));
         const index = new LineageIndex();
-        const text = encodeKeyStates(m, index);
-        const decoded = decodeKeyStatesText('k', text, (n) => index.nameOf(n));
+        const arena = new WindowArena();
+        const text = encodeKeyStates(m, index, arena);
+        const decoded = decodeKeyStatesText('k', text, arena, (n) => index.nameOf(n));
         // Each lineage alone (no entry to refer to): the same text before and after.
-        const alone = (v: StoredState) => encodeKeyStates(new LineageStates([['x@1', v]]), index);
-        for (const [sid, ks] of m) expect(alone(decoded.get(sid))).toBe(alone(ks));
+        const alone = (op: unknown) =>
+          encodeKeyStates(new StateList([['x@1', undefined, op]]), index, arena);
+        m.forEach((sid, _sup, op) => expect(alone(decoded.op(sid))).toBe(alone(op)));
       }),
       { numRuns: 500 },
     );
   });
 
   it('refuses a window that refers to an entry holding none, naming the key', () => {
-    expect(() => decodeKeyStatesText('k1', '[0,["a@1",null,1]]')).toThrow(
+    const arena = new WindowArena();
+    expect(() => decodeKeyStatesText('k1', '[0,["a@1",null,1]]', arena)).toThrow(
       /"k1": lineage a@1 refers to entry 1/,
     );
     expect(() =>
-      decodeKeyStatesText('k2', '[0,["a@1",null,{"k":"q","pm":[]}],["b@1",null,1]]'),
+      decodeKeyStatesText('k2', '[0,["a@1",null,{"k":"q","pm":[]}],["b@1",null,1]]', arena),
     ).toThrow(/"k2": lineage b@1 refers to entry 1, which holds no window/);
     expect(() =>
-      decodeKeyStatesText('k3', '[0,["a@1",null,{"k":"s","t":[0]}],["b@1",null,1.5]]'),
+      decodeKeyStatesText('k3', '[0,["a@1",null,{"k":"s","t":[0]}],["b@1",null,1.5]]', arena),
     ).toThrow(/refers to entry 1.5/);
-    // No operator writes a list (a list in memory is a small window): refused, not misread.
-    expect(() => decodeKeyStatesText('k6', '[0,["a@1",null,[1,0,1,7,"x"]]]')).toThrow(
+    expect(() =>
+      decodeKeyStatesText('k7', '[0,["a@1",null,{"k":"s","t":[0]}],["a@1",null,1]]', arena),
+    ).toThrow(/"k7" holds lineage a@1 twice/);
+    // A refused field leaves no window behind.
+    expect(arena.live).toBe(0);
+    // No operator writes a list: refused, not misread.
+    expect(() => decodeKeyStatesText('k6', '[0,["a@1",null,[1,0,1,7,"x"]]]', arena)).toThrow(
       /"k6": lineage a@1 holds a list where an operator state belongs/,
     );
-    // A small window is a value: the entry that refers to it holds the same one.
-    const ok = decodeKeyStatesText('k4', '[10,["a@1",null,{"k":"s","t":[0,2]}],["b@1",5,1]]');
-    const [a, b] = [...ok.values()].map((v) => opOf(v) as SmallWindow);
+    // The entry that refers to a small window holds a record of its own with the same entries.
+    const ok = decodeKeyStatesText(
+      'k4',
+      '[10,["a@1",null,{"k":"s","t":[0,2]}],["b@1",5,1]]',
+      arena,
+    );
+    const [a, b] = ok.ops as SmallWindow[];
     expect(isSmallWindow(b)).toBe(true);
-    expect(smallTimes(b as SmallWindow)).toEqual([10, 12]);
-    expect(b).toBe(a);
-    expect(supOf(ok.get('b@1'))).toBe(5);
+    expect(arena.times(b as SmallWindow)).toEqual([10, 12]);
+    expect(b).not.toBe(a);
+    expect(arena.live).toBe(2);
+    expect(ok.sup('b@1')).toBe(5);
     // A larger window is mutable: a copy of its own.
     const t = Array.from({ length: SMALL_WINDOW_MAX + 1 }, (_, i) => i);
     const big = decodeKeyStatesText(
       'k5',
       `[10,["a@1",null,{"k":"s","t":${JSON.stringify(t)}}],["b@1",null,1]]`,
+      arena,
     );
-    const [c, d] = [...big.values()].map((v) => opOf(v) as SlidingState);
+    const [c, d] = big.ops as SlidingState[];
     expect(d?.k).toBe('s');
     expect(d?.t).toEqual(t.map((x) => x + 10));
     expect(d?.t).not.toBe(c?.t);
@@ -187,10 +200,10 @@ describe('checkpoint fields: equal windows written once', () => {
 });
 
 function expectNoSharedArrays(st: PartitionState): void {
-  for (const byLineage of st.states.values()) {
+  for (const key of st.states.keys()) {
     const seen = new Set<unknown>();
-    for (const v of byLineage.values()) {
-      const s = opOf(v) as SlidingState | undefined;
+    for (const v of keyStates(st, key).ops) {
+      const s = v as SlidingState | undefined;
       if (s?.k !== 's') continue;
       for (const a of [s.t, s.v, s.fs]) {
         if (a.length === 0) continue;

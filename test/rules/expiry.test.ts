@@ -17,16 +17,25 @@ import {
 } from '../../rules/index.js';
 import { decodeAllKeys } from '../../rules/partition.js';
 import { keyStatesJSON } from '../../rules/key-state-json.js';
-import { LineageStates } from '../../rules/lineage-states.js';
-import { Feed, memoryStore, ruleSetOf, upsert, writeParts } from './harness.js';
+import { StateList } from '../../rules/keyed-states.js';
+import {
+  allStates,
+  expectWindowsOwned,
+  Feed,
+  keyStates,
+  memoryStore,
+  ruleSetOf,
+  upsert,
+  writeParts,
+} from './harness.js';
 import { outputs, step, toRecords, versions } from './random-logs.js';
 
 /** Every (key, lineage) state as JSON, with a suppression time that can suppress nothing any more left out. */
 function liveStates(st: PartitionState): Map<string, string> {
   decodeAllKeys(st);
   const out = new Map<string, string>();
-  for (const [key, byLineage] of st.states)
-    for (const [sid, sup, op] of keyStatesJSON(byLineage)) {
+  for (const key of st.states.keys())
+    for (const [sid, sup, op] of keyStatesJSON(keyStates(st, key), st.windows)) {
       const rule = st.ruleSet.rules.get(sid.slice(0, sid.lastIndexOf('@')));
       const supLive =
         sup !== null && rule !== undefined && sup + rule.suppressForMs - 1 > st.watermark;
@@ -127,6 +136,8 @@ describe('keyed state ends by event time', () => {
         const outA = records.map((r) => processRecord(a, r));
         const outB = withoutExpiry(() => records.map((r) => processRecord(b, r)));
         expect(outputs(outA)).toBe(outputs(outB));
+        expectWindowsOwned(a);
+        expectWindowsOwned(b);
         expired += sum(a);
         // Every state the expiring run holds, the other holds alike; every state only the other
         // holds can no longer change anything (its key's bucket has come).
@@ -134,13 +145,11 @@ describe('keyed state ends by event time', () => {
         const kept = liveStates(b);
         for (const [id, json] of live) expect(kept.get(id)).toBe(json);
         decodeAllKeys(b);
-        for (const [key, byLineage] of b.states) {
-          for (const [sid] of keyStatesJSON(byLineage)) {
-            if (live.has(`${key} ${sid}`)) continue;
-            // A state only this run holds: its end's bucket has come.
-            const exp = keyExpiry(b, new LineageStates([[sid, byLineage.get(sid)]]));
-            expect(exp !== undefined && exp <= b.watermark).toBe(true);
-          }
+        for (const { key, sid, sup, op } of allStates(b)) {
+          if (live.has(`${key} ${sid}`)) continue;
+          // A state only this run holds: its end's bucket has come.
+          const exp = keyExpiry(b, new StateList([[sid, sup, op]]));
+          expect(exp !== undefined && exp <= b.watermark).toBe(true);
         }
       }),
       { numRuns: 300 },
@@ -178,6 +187,8 @@ describe('keyed state ends by event time', () => {
             expect(new TextDecoder().decode(snapshotPartition(restored))).toBe(
               new TextDecoder().decode(snapshotPartition(whole)),
             );
+            expectWindowsOwned(whole);
+            expectWindowsOwned(restored);
             // What was expired after the cut is what the whole run expired after it.
             expect(sum(first) + sum(restored)).toBe(sum(whole));
             if (stateTtl !== undefined) ttlExpired += whole.expired.ttl;

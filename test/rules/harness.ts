@@ -12,6 +12,51 @@ import {
   type Rule,
   type RuleSet,
 } from '../../rules/index.js';
+import { isSmallWindow } from '../../rules/cep/small-window.js';
+import { StateList } from '../../rules/keyed-states.js';
+
+/** One (key, lineage) state of a partition, as {@link allStates} lists them. */
+export interface HeldState {
+  key: string;
+  sid: string;
+  sup: number | undefined;
+  op: unknown;
+}
+
+/** Every decoded (key, lineage) state of a partition, keys in the order they hold state. */
+export function allStates(st: PartitionState): HeldState[] {
+  const out: HeldState[] = [];
+  for (const key of st.states.keys())
+    st.states
+      .statesOf(st.states.keyNumber(key))
+      .forEach((sid, sup, op) => out.push({ key, sid, sup, op }));
+  return out;
+}
+
+/** A copy of one decoded key's states (empty when it holds none). */
+export function keyStates(st: PartitionState, key: string): StateList {
+  const list = new StateList();
+  const k = st.states.keyNumber(key);
+  if (k < 0) return list;
+  st.states.statesOf(k).forEach((sid, sup, op) => list.add(sid, sup, op));
+  list.exp = st.states.exp(k);
+  return list;
+}
+
+/**
+ * Throws unless every small window a partition's states hold is held by one state alone, and its
+ * arena has no other record in use: no window leaked, none freed while still held.
+ */
+export function expectWindowsOwned(st: PartitionState): void {
+  const held = new Set<number>();
+  for (const { key, sid, op } of allStates(st)) {
+    if (!isSmallWindow(op)) continue;
+    if (held.has(op)) throw new Error(`small window ${op} held twice (again by ${key} ${sid})`);
+    held.add(op);
+  }
+  if (held.size !== st.windows.live)
+    throw new Error(`${st.windows.live} small windows in use, ${held.size} held by states`);
+}
 
 /** One partition's checkpoint as Redis holds it: the last meta, and its keyed-state, buffered-event and lineage-number hashes. */
 export interface MemoryStore extends CheckpointHashes {

@@ -9,7 +9,7 @@ import { ruleSetOf } from './harness.js';
 
 /**
  * Random partition logs for property tests: a rule mix with every operator (sliding, tumbling,
- * distinct, max, sequence, absence, suppression), rule-set versions with compatible and
+ * distinct, max, avg, sequence, absence, suppression), rule-set versions with compatible and
  * incompatible changes, and records (events in and out of order, ticks, markers, garbage).
  */
 export const rules = [
@@ -89,6 +89,20 @@ export const rules = [
     pattern: { kind: 'absence', within: 250, expect: { on: ['confirm'] } },
   },
   {
+    // A small window (see small-window.ts) per card, deleted by the second version.
+    id: 'avg-spend',
+    on: ['payment'],
+    key: 'card',
+    pattern: {
+      kind: 'threshold',
+      aggregate: 'avg',
+      field: 'amount',
+      window: 250,
+      operator: '>=',
+      value: 15,
+    },
+  },
+  {
     id: 'big',
     on: ['payment'],
     when: { all: [{ fact: 'amount', operator: 'greaterThanInclusive', value: 19 }] },
@@ -117,6 +131,7 @@ export function versions(stateTtl?: number): RuleSet[] {
           rule: { ...all[1], pattern: { ...all[1]?.pattern, window: 100 } },
         },
         { op: 'delete-rule', id: 'peak' },
+        { op: 'delete-rule', id: 'avg-spend' },
         { op: 'pause-rule', id: 'unconfirmed' },
       ],
     },

@@ -12,8 +12,13 @@ import {
   type Rule,
   type RuleSet,
 } from '../../rules/index.js';
-import { withSmallWindowMax } from '../../rules/cep/small-window.js';
-import { memoryStore, ruleSetOf, upsert, writeParts } from './harness.js';
+import {
+  SMALL_WINDOW_MAX,
+  WindowArena,
+  withSmallWindowMax,
+  type SmallWindow,
+} from '../../rules/cep/small-window.js';
+import { expectWindowsOwned, memoryStore, ruleSetOf, upsert, writeParts } from './harness.js';
 
 // Small windows (rules/cep/small-window.ts) must be indistinguishable from the mutable windows
 // they stand for: the same alerts with the same values, the same snapshot text, the same
@@ -113,6 +118,7 @@ describe('small windows', () => {
             withSmallWindowMax(bound, () => {
               const st = createPartition(rules, options);
               const out = recs.map((r) => processRecord(st, r));
+              expectWindowsOwned(st);
               return { out: outputs(out), snapshot: snapshotPartition(st), results: out };
             });
           const mutable = run(0);
@@ -134,6 +140,7 @@ describe('small windows', () => {
           const after = withSmallWindowMax(boundB, () => {
             const st = restorePartitionParts(store, () => rules, options);
             const out = recs.slice(cut).map((r) => processRecord(st, r));
+            expectWindowsOwned(st);
             return { out, snapshot: snapshotPartition(st) };
           });
           expect(outputs([...before, ...after.out])).toBe(mutable.out);
@@ -145,5 +152,92 @@ describe('small windows', () => {
     // The runs must exercise alerts and the size limit.
     expect(alerts).toBeGreaterThan(500);
     expect(overflows).toBeGreaterThan(50);
+  });
+});
+
+describe('the window arena', () => {
+  it('keeps every live window intact through appends, evictions, moves between record sizes, copies and frees (random operations)', () => {
+    const op = fc.oneof(
+      fc.record({
+        k: fc.constant('append' as const),
+        slot: fc.nat(5),
+        sums: fc.boolean(),
+        value: fc.integer({ min: -50, max: 50 }),
+        drop: fc.nat(8),
+      }),
+      fc.record({ k: fc.constant('free' as const), slot: fc.nat(5) }),
+      fc.record({ k: fc.constant('copy' as const), slot: fc.nat(5), to: fc.nat(5) }),
+    );
+    fc.assert(
+      fc.property(fc.array(op, { maxLength: 200 }), (ops) => {
+        const arena = new WindowArena();
+        const held: (SmallWindow | undefined)[] = [];
+        const model: ({ t: number[]; v: number[]; sums: boolean } | undefined)[] = [];
+        let clock = 0;
+        for (const o of ops) {
+          const w = held[o.slot];
+          const m = model[o.slot];
+          if (o.k === 'append') {
+            const sums = m?.sums ?? o.sums;
+            const n0 = m?.t.length ?? 0;
+            // Never the new entry, and never more than the bound held.
+            const drop = Math.max(o.drop % (n0 + 1), n0 + 1 - SMALL_WINDOW_MAX);
+            const t = [...(m?.t.slice(drop) ?? []), ++clock];
+            const v = sums ? [...(m?.v.slice(drop) ?? []), o.value] : [];
+            held[o.slot] = arena.append(w, sums, clock, o.value, drop);
+            model[o.slot] = { t, v, sums };
+          } else if (o.k === 'free') {
+            if (w === undefined) continue;
+            arena.free(w);
+            held[o.slot] = model[o.slot] = undefined;
+          } else {
+            if (w === undefined || o.to === o.slot) continue;
+            const old = held[o.to];
+            if (old !== undefined) arena.free(old);
+            held[o.to] = arena.copy(w);
+            model[o.to] = m;
+          }
+          let live = 0;
+          held.forEach((h, i) => {
+            const x = model[i];
+            if (h === undefined || x === undefined) return;
+            live++;
+            expect(arena.times(h)).toEqual(x.t);
+            expect(arena.values(h)).toEqual(x.v);
+            expect(arena.sums(h)).toBe(x.sums);
+            expect(arena.size(h)).toBe(x.t.length);
+            expect(arena.newest(h)).toBe(x.t[x.t.length - 1]);
+            // Small integers: any order of addition gives the same sum.
+            expect(arena.sum(h)).toBe(x.v.reduce((a, b) => a + b, 0));
+          });
+          expect(arena.live).toBe(live);
+        }
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('grows its arrays without moving what they hold', () => {
+    const arena = new WindowArena();
+    const all: [SmallWindow, number][] = [];
+    for (let i = 0; i < 5000; i++) {
+      // Sizes 1 to 8, count and sum windows: every class grows many times.
+      let w = arena.append(undefined, i % 2 === 0, i * 10, i, 0);
+      for (let j = 1; j < (i % 8) + 1; j++) w = arena.append(w, i % 2 === 0, i * 10 + j, i, 0);
+      all.push([w, i]);
+    }
+    for (const [w, i] of all) {
+      expect(arena.size(w)).toBe((i % 8) + 1);
+      expect(arena.time(w, 0)).toBe(i * 10);
+      expect(arena.sum(w)).toBe(i % 2 === 0 ? i * ((i % 8) + 1) : 0);
+    }
+    expect(arena.live).toBe(5000);
+  });
+
+  it('refuses to free a window twice', () => {
+    const arena = new WindowArena();
+    const w = arena.append(undefined, false, 1, 0, 0);
+    arena.free(w);
+    expect(() => arena.free(w)).toThrow(/freed twice/);
   });
 });

@@ -15,10 +15,18 @@ import {
   type RuleSet,
   type StoredParts,
 } from '../../rules/index.js';
-import { Feed, memoryStore, ruleSetOf, writeParts } from './harness.js';
+import {
+  allStates,
+  expectWindowsOwned,
+  Feed,
+  memoryStore,
+  ruleSetOf,
+  writeParts,
+} from './harness.js';
+import { decodeAllKeys } from '../../rules/partition.js';
 import { outputs, rules, step, toRecords, versions } from './random-logs.js';
-import { opOf } from '../../rules/cep/host.js';
 import { decodeKeyStatesText, keyStatesJSON } from '../../rules/key-state-json.js';
+import { WindowArena } from '../../rules/cep/small-window.js';
 
 const decoder = new TextDecoder();
 
@@ -31,15 +39,20 @@ const stored = (parts: CheckpointParts): StoredParts => ({
 });
 
 /** A checkpoint's fields with the lineages by name, as the snapshot writes them. */
-const namedFields = (parts: CheckpointParts, st: PartitionState): Map<string, string> =>
-  new Map(
+const namedFields = (parts: CheckpointParts, st: PartitionState): Map<string, string> => {
+  const arena = new WindowArena();
+  return new Map(
     parts.upserts.map(([key, text]) => [
       key,
       JSON.stringify(
-        keyStatesJSON(decodeKeyStatesText(key, text, (n) => st.lineageIndex.nameOf(n))),
+        keyStatesJSON(
+          decodeKeyStatesText(key, text, arena, (n) => st.lineageIndex.nameOf(n)),
+          arena,
+        ),
       ),
     ]),
   );
+};
 
 /** A v5 field as v4 wrote it: `[base, [lineage id, sup, state], …]`. */
 function asV4(text: string, st: PartitionState): string {
@@ -112,6 +125,8 @@ describe('partition snapshot and restore', () => {
           expect(new TextDecoder().decode(snapshotPartition(restored))).toBe(
             new TextDecoder().decode(snapshotPartition(whole)),
           );
+          expectWindowsOwned(whole);
+          expectWindowsOwned(restored);
         },
       ),
       { numRuns: 400 },
@@ -250,6 +265,8 @@ describe('partition snapshot and restore', () => {
             if (checkpointAfter[i]) apply(checkpointParts(upgraded));
           });
           apply(checkpointParts(upgraded));
+          decodeAllKeys(upgraded);
+          expectWindowsOwned(upgraded);
           // The same states; the keys of the v4 fields are listed for expiry where v4 recorded
           // no bucket (the first one after the restore).
           expect(withoutExpiry(snapshotPartition(restore()))).toBe(
@@ -320,9 +337,7 @@ describe('partition snapshot and restore', () => {
     );
     expect(withoutExpiry(snapshotPartition(fromV2))).toBe(withoutExpiry(snapshot));
     // The windows really had evicted entries at their head when the checkpoint was taken.
-    const heads = [...feed.state.states.values()].flatMap((m) =>
-      [...m.values()].map((v) => (opOf(v) as { h?: number } | undefined)?.h ?? 0),
-    );
+    const heads = allStates(feed.state).map(({ op }) => (op as { h?: number } | undefined)?.h ?? 0);
     expect(Math.max(...heads)).toBeGreaterThan(0);
   });
 
