@@ -135,36 +135,38 @@ export function keyStatesJSON(states: KeyStates, windows: WindowArena): LineageS
  * integer, so that `base + (t - base)` gives `t` back exactly.
  */
 function fieldBase(states: KeyStates): number {
-  baseScan.fill(0);
-  states.forEach(scanBase);
-  return baseScan[2] === 1 ? 0 : (baseScan[1] as number);
-}
-
-/**
- * {@link fieldBase}'s walk: `[found, base, absolute]`. In a typed array and a function made once:
- * a closure that kept the base would allocate itself and a heap number per key, and checkpoints
- * take this walk for every changed key.
- */
-const baseScan = new Float64Array(3);
-function scanBase(_sid: string, _sup: number | undefined, op: unknown): void {
-  const s = op as SlidingState | SmallWindow | undefined;
-  if (baseScan[2] === 1) return;
-  let n: number;
-  if (isSmallWindow(s)) n = arena.size(s);
-  else if (s?.k === 's') n = s.t.length - s.h;
-  else return;
-  for (let i = 0; i < n; i++) {
-    const t = timeAt(s, i) as number;
-    if (baseScan[0] === 0) {
-      baseScan[0] = 1;
-      baseScan[1] = t;
-    }
-    // Safe integers of opposite signs can be more than 2^53 apart.
-    if (!Number.isSafeInteger(t) || !Number.isSafeInteger(t - (baseScan[1] as number))) {
-      baseScan[2] = 1;
-      return;
+  let found = false;
+  let base = 0;
+  for (let j = 0, size = states.size; j < size; j++) {
+    const s = states.opAt(j) as SlidingState | SmallWindow | undefined;
+    let n: number;
+    if (isSmallWindow(s)) {
+      if (
+        !arena.unsafeTimes &&
+        (!found || (Number.isSafeInteger(base) && base >= 0 && base <= 2 ** 52))
+      ) {
+        // Every timestamp in the arena is a safe integer in [0, 2^52], and so is the base:
+        // they are a safe integer apart.
+        if (!found) {
+          found = true;
+          base = arena.time(s, 0);
+        }
+        continue;
+      }
+      n = arena.size(s);
+    } else if (s?.k === 's') n = s.t.length - s.h;
+    else continue;
+    for (let i = 0; i < n; i++) {
+      const t = (isSmallWindow(s) ? arena.time(s, i) : s.t[s.h + i]) as number;
+      if (!found) {
+        found = true;
+        base = t;
+      }
+      // Safe integers of opposite signs can be more than 2^53 apart.
+      if (!Number.isSafeInteger(t) || !Number.isSafeInteger(t - base)) return 0;
     }
   }
+  return base;
 }
 
 /**
@@ -191,12 +193,11 @@ export function encodeKeyStates(
   // The distinct plain windows written so far (a few), and their positions.
   const written: (SlidingState | SmallWindow)[] = [];
   const writtenAt: number[] = [];
-  let at = 0;
-  states.forEach((sid, sup, state) => {
-    at++;
-    const texts = index.entryTexts(sid);
+  for (let at = 1, size = states.size; at <= size; at++) {
+    const texts = index.entryTextsOf(states.linAt(at - 1), states.sidAt(at - 1));
+    const sup = states.supAt(at - 1);
     let op: number | undefined;
-    const s = state as SlidingState | SmallWindow | undefined;
+    const s = states.opAt(at - 1) as SlidingState | SmallWindow | undefined;
     if (
       isSmallWindow(s) ||
       (s?.k === 's' &&
@@ -214,7 +215,7 @@ export function encodeKeyStates(
     }
     if (op !== undefined && sup === undefined) {
       put(entryText(texts, op));
-      return;
+      continue;
     }
     put(texts[0] as string);
     if (op !== undefined) put(String(op));
@@ -224,7 +225,7 @@ export function encodeKeyStates(
       put(String(sup));
     }
     put(']');
-  });
+  }
   // v6: the key's expiry bucket last, so a restore lists the key for expiry without decoding it.
   const exp = states.exp;
   if (exp !== undefined) {
@@ -268,6 +269,7 @@ function finiteWindow(s: SlidingState): boolean {
 
 /** Whether two plain windows of one key write the same text. */
 function sameWindow(a: SlidingState | SmallWindow, b: SlidingState | SmallWindow): boolean {
+  if (isSmallWindow(a) && isSmallWindow(b)) return arena.same(a, b);
   if (
     windowSums(a) !== windowSums(b) ||
     windowSize(a) !== windowSize(b) ||

@@ -20,13 +20,22 @@
  * move the block, and removing one moves the states after it.
  */
 
-import { lineageOf } from './lineage-number.js';
+import { lineageNumber, lineageOf } from './lineage-number.js';
 
-/** One key's states, as encoders read them. */
+/**
+ * One key's states, as encoders read them: by position, in the order the key's lineages were
+ * added (a loop over positions makes no closure per field; checkpoints read one per changed key).
+ */
 export interface KeyStates {
   /** The key's expiry bucket (see `ExpiryQueue`); undefined when no state of it ends by itself. */
   readonly exp: number | undefined;
-  /** Calls `fn` for each state, in the order the key's lineages were added. */
+  readonly size: number;
+  sidAt(i: number): string;
+  /** The lineage's number in this thread (`lineageNumber`). */
+  linAt(i: number): number;
+  supAt(i: number): number | undefined;
+  opAt(i: number): unknown;
+  /** Calls `fn` for each state, in order. */
   forEach(fn: (sid: string, sup: number | undefined, op: unknown) => void): void;
 }
 
@@ -174,6 +183,10 @@ export class KeyedStates {
     return lineageOf(this.rec[s * REC + LIN] as number);
   }
 
+  lin(s: number): number {
+    return this.rec[s * REC + LIN] as number;
+  }
+
   sup(s: number): number | undefined {
     const x = this.rec[s * REC + SUP] as number;
     return x === x ? x : undefined;
@@ -309,6 +322,26 @@ class Cursor implements KeyStates {
     return this.table.exp(this.k);
   }
 
+  get size(): number {
+    return this.table.stateCount(this.k);
+  }
+
+  sidAt(i: number): string {
+    return this.table.sid(this.table.first(this.k) + i);
+  }
+
+  linAt(i: number): number {
+    return this.table.lin(this.table.first(this.k) + i);
+  }
+
+  supAt(i: number): number | undefined {
+    return this.table.sup(this.table.first(this.k) + i);
+  }
+
+  opAt(i: number): unknown {
+    return this.table.op(this.table.first(this.k) + i);
+  }
+
   forEach(fn: (sid: string, sup: number | undefined, op: unknown) => void): void {
     const t = this.table;
     const from = t.first(this.k);
@@ -352,6 +385,22 @@ export class StateList implements KeyStates {
 
   sup(sid: string): number | undefined {
     return this.sups[this.sids.indexOf(sid)];
+  }
+
+  sidAt(i: number): string {
+    return this.sids[i] as string;
+  }
+
+  linAt(i: number): number {
+    return lineageNumber(this.sids[i] as string);
+  }
+
+  supAt(i: number): number | undefined {
+    return this.sups[i];
+  }
+
+  opAt(i: number): unknown {
+    return this.ops[i];
   }
 
   add(sid: string, sup: number | undefined, op: unknown): void {

@@ -1,3 +1,5 @@
+import { lineageNumber } from './lineage-number.js';
+
 /**
  * A partition's numbering of its state lineages (`ruleId@epoch`) for checkpoint fields (v5).
  *
@@ -22,6 +24,8 @@ export class LineageIndex {
    */
   private readonly texts = new Map<string, string[]>();
   private readonly names = new Map<number, string>();
+  /** {@link texts} by the lineage's number in this thread (`lineageNumber`): an array read per entry, not a hash. */
+  private readonly byLin: (string[] | undefined)[] = [];
   private next = 1;
   /** Numbers given since the last checkpoint took them, with their lineage. */
   private added: [number, string][] = [];
@@ -47,6 +51,11 @@ export class LineageIndex {
     return this.texts.get(sid) ?? (this.numberOf(sid), this.texts.get(sid) as string[]);
   }
 
+  /** {@link entryTexts} of lineage `sid`, whose number in this thread is `lin`. */
+  entryTextsOf(lin: number, sid: string): string[] {
+    return this.byLin[lin] ?? (this.byLin[lin] = this.entryTexts(sid));
+  }
+
   private set(n: number, sid: string): void {
     this.ids.set(sid, n);
     this.names.set(n, sid);
@@ -70,6 +79,7 @@ export class LineageIndex {
     this.ids.delete(sid);
     this.names.delete(n);
     this.texts.delete(sid);
+    this.byLin[lineageNumber(sid)] = undefined;
     this.removed.push(n);
   }
 

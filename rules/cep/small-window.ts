@@ -98,6 +98,7 @@ export class WindowArena {
   private readonly used = new Int32Array(CLASSES);
   private readonly freeHead = new Int32Array(CLASSES).fill(-1);
   private liveCount = 0;
+  private unsafe = false;
   /** Bytes of the records in use. */
   private usedBytes = 0;
 
@@ -115,6 +116,14 @@ export class WindowArena {
     let b = 0;
     for (const p of this.pools) b += p.byteLength;
     return b;
+  }
+
+  /**
+   * False while every timestamp written is a safe integer in [0, 2^52]: any two are then a safe
+   * integer apart, and a checkpoint field may write them as offsets without checking each.
+   */
+  get unsafeTimes(): boolean {
+    return this.unsafe;
   }
 
   /** Bytes of the records in use. */
@@ -159,6 +168,28 @@ export class WindowArena {
     return (this.pools[cls] as Float64Array)[at] as number;
   }
 
+  /** Whether two windows hold the same entries, sums flag and front end. */
+  same(a: SmallWindow, b: SmallWindow): boolean {
+    const ca = a & 7;
+    const cb = b & 7;
+    if (ca >= SUMS_CLASS !== cb >= SUMS_CLASS) return false;
+    const pa = this.pools[ca] as Float64Array;
+    const pb = this.pools[cb] as Float64Array;
+    const ra = (a >>> 3) * widthOf(ca);
+    const rb = (b >>> 3) * widthOf(cb);
+    const n = pa[ra + N] as number;
+    if (pb[rb + N] !== n) return false;
+    const h = headOf(ca);
+    if (h === 3 && pa[ra + FRONT] !== pb[rb + FRONT]) return false;
+    for (let i = 0; i < n; i++) if (pa[ra + h + i] !== pb[rb + h + i]) return false;
+    if (h === 3) {
+      const va = ra + h + capOf(ca);
+      const vb = rb + h + capOf(cb);
+      for (let i = 0; i < n; i++) if (pa[va + i] !== pb[vb + i]) return false;
+    }
+    return true;
+  }
+
   /** The newest entry's time. */
   newest(w: SmallWindow): number {
     return this.time(w, this.size(w) - 1);
@@ -186,7 +217,7 @@ export class WindowArena {
     const at = (w >>> 3) * widthOf(w & 7);
     const tAt = at + headOf(w);
     const vAt = tAt + capOf(w);
-    for (let i = 0; i < n; i++) a[tAt + i] = t[i] as number;
+    for (let i = 0; i < n; i++) a[tAt + i] = this.checked(t[i] as number);
     if (sums) for (let i = 0; i < n; i++) a[vAt + i] = v[i] as number;
     this.seal(a, at, vAt, n, sums, f);
     return w;
@@ -277,10 +308,15 @@ export class WindowArena {
     const at = (w >>> 3) * widthOf(w & 7);
     const tAt = at + headOf(w);
     const vAt = tAt + capOf(w);
-    a[tAt + n - 1] = ts;
+    a[tAt + n - 1] = this.checked(ts);
     if (sums) a[vAt + n - 1] = value;
     this.seal(a, at, vAt, n, sums, f);
     return w;
+  }
+
+  private checked(t: number): number {
+    if (!(Number.isSafeInteger(t) && t >= 0 && t <= 2 ** 52)) this.unsafe = true;
+    return t;
   }
 
   /** Writes the header of a record whose `n` entries are in place: its size, front end and sum. */

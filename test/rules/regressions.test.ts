@@ -16,6 +16,7 @@ import { Feed, keyStates, ruleSetOf, upsert } from './harness.js';
 import { decodeKeyStatesText, encodeKeyStates, keyStatesJSON } from '../../rules/key-state-json.js';
 import { LineageIndex } from '../../rules/lineage-index.js';
 import { StateList } from '../../rules/keyed-states.js';
+import { slidingWindow } from '../../rules/cep/threshold.js';
 import { WindowArena, type SmallWindow } from '../../rules/cep/small-window.js';
 
 // Defects found in review, each kept as a test.
@@ -317,6 +318,21 @@ describe('review regressions', () => {
       { outOfOrderMs: 50 },
     );
     expect(processRecord(restored, { kind: 'tick', seq: 2, ts: 500 }).alerts.length).toBe(1);
+  });
+
+  it('a mutable window far below zero before small windows is stored exactly (the base is checked against them)', () => {
+    const arena = new WindowArena();
+    const mutable = slidingWindow([-(2 ** 52) - 1], [], false, 0, [0]);
+    const states = new StateList([
+      ['a@1', undefined, mutable],
+      ['b@1', undefined, arena.make([2 ** 52], [], false, 0)],
+    ]);
+    const index = new LineageIndex();
+    const text = encodeKeyStates(states, index, arena);
+    const back = decodeKeyStatesText('k', text, arena, (n) => index.nameOf(n));
+    expect(JSON.stringify(keyStatesJSON(back, arena))).toBe(
+      JSON.stringify(keyStatesJSON(states, arena)),
+    );
   });
 
   it('window timestamps more than 2^53 apart are stored exactly (no offsets from a base)', () => {
