@@ -1,6 +1,7 @@
 import { SnapshotError } from './errors.js';
 import { expiryBucket } from './expiry.js';
 import { encodeKeyStates, fieldExpiry, type LineageStateJSON } from './key-state-json.js';
+import type { KeyStates } from './keyed-states.js';
 import {
   decodeAllKeys,
   statesOf,
@@ -99,7 +100,7 @@ export function checkpointParts(st: PartitionState, full = false): CheckpointPar
     for (const key of st.states.keys())
       upserts.push([
         key,
-        encodeKeyStates(st.states.statesOf(st.states.keyNumber(key)), st.lineageIndex, st.windows),
+        encodeKeyStates(statesOf(st, key) as KeyStates, st.lineageIndex, st.windows),
       ]);
     // Keys restored and not touched since: their state is the text read.
     for (const [key, text] of st.raw) upserts.push([key, text]);

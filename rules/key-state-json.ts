@@ -157,7 +157,7 @@ function fieldBase(states: KeyStates): number {
     } else if (s?.k === 's') n = s.t.length - s.h;
     else continue;
     for (let i = 0; i < n; i++) {
-      const t = (isSmallWindow(s) ? arena.time(s, i) : s.t[s.h + i]) as number;
+      const t = timeAt(s, i) as number;
       if (!found) {
         found = true;
         base = t;

@@ -111,10 +111,6 @@ export class KeyedStates {
     return this.numbers.get(key) ?? -1;
   }
 
-  keyName(k: number): string {
-    return this.names[k] as string;
-  }
-
   /** The key's number, given one (with no state yet) if it has none. */
   addKey(key: string): number {
     let k = this.numbers.get(key);

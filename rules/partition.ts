@@ -194,7 +194,7 @@ export interface PartitionState {
   readonly expired: Record<ExpiryReason, number>;
   /**
    * The partition's small windows: the states that hold one hold its handle. Every place that
-   * drops such a state frees the handle (see {@link freeStored}).
+   * drops such a state frees the handle (see {@link freeOp}).
    */
   readonly windows: WindowArena;
 }

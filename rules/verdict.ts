@@ -100,15 +100,6 @@ export class Hits {
     if (this.bits !== undefined) this.bits = this.bits.slice();
   }
 
-  /** Hits after the `i`th judged under the same key: lineages that key may gain next. */
-  sameKeyAfter(i: number): number {
-    const keys = this.keys;
-    if (keys === undefined) return this.rules.length - i - 1;
-    let n = 0;
-    for (let j = i + 1; j < keys.length; j++) if (keys[j] === keys[i]) n++;
-    return n;
-  }
-
   keyAt(i: number): string {
     return this.keys === undefined ? this.key0 : (this.keys[i] as string);
   }
