@@ -1,17 +1,20 @@
 /**
- * What a checkpoint field costs to write: the e2e rule mix and events through one partition, then
- * every key's field (`encodeKeyStates`, the text a checkpoint stores per changed key) written
- * `--rounds` times. Under load nearly every event dirties a key the last checkpoint did not write,
- * so this is a cost per event (bench/README.md).
+ * What a checkpoint field costs to write and to read: the e2e rule mix and events through one
+ * partition, then every key's field (`encodeField`, what a checkpoint stores per changed key)
+ * written `--rounds` times, and read back (`decodeField`, what a restored partition does when it
+ * first touches a key) as often. Under load nearly every event dirties a key the last checkpoint
+ * did not write, so writing is a cost per event (bench/README.md).
  *
  *   node --max-semi-space-size=43 --import tsx bench/field-encode.ts
  *   node --max-semi-space-size=43 --import tsx bench/field-encode.ts --events N --keys N --rounds N
  *
- * The last line is one JSON object: `microsPerFieldMin` and `…Median` over the rounds,
- * `bytesPerField` (UTF-16 code units, the text's length).
+ * The last line is one JSON object: `microsPerFieldMin` and `…Median` (writing) and
+ * `microsPerDecodeMin` and `…Median` (reading) over the rounds, and `bytesPerField` (the
+ * field's length: its symbols are one byte each in Redis).
  */
 import { applyControl, createPartition, emptyRuleSet, processRecord } from '../rules/index.js';
-import { encodeKeyStates } from '../rules/key-state-json.js';
+import { decodeField, encodeField } from '../rules/checkpoint-field.js';
+import { WindowArena } from '../rules/cep/small-window.js';
 import { eventGenerator, generateRules } from './e2e-inputs.js';
 import { positiveArg } from './positive-arg.js';
 import { round } from './round.js';
@@ -41,18 +44,32 @@ for (let i = 0; i < EVENTS; i++) {
 }
 const keys = [...st.states.keys()];
 const perField: number[] = [];
+const perDecode: number[] = [];
 let chars = 0;
+const texts: string[] = [];
 for (let r = 0; r < ROUNDS; r++) {
   chars = 0;
   const t0 = performance.now();
-  for (const key of keys)
-    chars += encodeKeyStates(
-      st.states.statesOf(st.states.keyNumber(key)),
+  for (let i = 0; i < keys.length; i++) {
+    const text = encodeField(
+      st.states.statesOf(st.states.keyNumber(keys[i] as string)),
       st.lineageIndex,
       st.windows,
-    ).length;
+    );
+    chars += text.length;
+    texts[i] = text;
+  }
   perField.push(((performance.now() - t0) * 1000) / keys.length);
 }
+const nameOf = (n: number) => st.lineageIndex.nameOf(n);
+for (let r = 0; r < ROUNDS; r++) {
+  const arena = new WindowArena();
+  const t0 = performance.now();
+  for (let i = 0; i < keys.length; i++)
+    decodeField(keys[i] as string, texts[i] as string, arena, nameOf);
+  perDecode.push(((performance.now() - t0) * 1000) / keys.length);
+}
+perDecode.sort((a, b) => a - b);
 perField.sort((a, b) => a - b);
 console.log(
   JSON.stringify({
@@ -63,6 +80,8 @@ console.log(
     rounds: ROUNDS,
     microsPerFieldMin: round(perField[0] as number, 2),
     microsPerFieldMedian: round(perField[Math.floor(ROUNDS / 2)] as number, 2),
+    microsPerDecodeMin: round(perDecode[0] as number, 2),
+    microsPerDecodeMedian: round(perDecode[Math.floor(ROUNDS / 2)] as number, 2),
     bytesPerField: Math.round(chars / keys.length),
   }),
 );

@@ -1,6 +1,7 @@
 import { SnapshotError } from './errors.js';
 import { expiryBucket } from './expiry.js';
-import { encodeKeyStates, fieldExpiry, type LineageStateJSON } from './key-state-json.js';
+import { encodeField, fieldExpiry } from './checkpoint-field.js';
+import type { LineageStateJSON } from './key-state-json.js';
 import type { KeyStates } from './keyed-states.js';
 import {
   decodeAllKeys,
@@ -15,6 +16,7 @@ import {
   FORMAT_V1,
   FORMAT_V4,
   FORMAT_V5,
+  FORMAT_V6,
   metaText,
   restoreKey,
   restoreMeta,
@@ -98,17 +100,14 @@ export function checkpointParts(st: PartitionState, full = false): CheckpointPar
     // Fields restored from before v6 are written with their expiry bucket, so decoded.
     if (st.legacyExpiry !== undefined) decodeAllKeys(st);
     for (const key of st.states.keys())
-      upserts.push([
-        key,
-        encodeKeyStates(statesOf(st, key) as KeyStates, st.lineageIndex, st.windows),
-      ]);
+      upserts.push([key, encodeField(statesOf(st, key) as KeyStates, st.lineageIndex, st.windows)]);
     // Keys restored and not touched since: their state is the text read.
     for (const [key, text] of st.raw) upserts.push([key, text]);
   } else {
     for (const key of changed) {
       const states = statesOf(st, key);
       if (states === undefined) deletes.push(key);
-      else upserts.push([key, encodeKeyStates(states, st.lineageIndex, st.windows)]);
+      else upserts.push([key, encodeField(states, st.lineageIndex, st.windows)]);
     }
   }
   // After the fields: encoding them numbers the lineages they hold that had no number yet.
@@ -292,7 +291,12 @@ export function restorePartitionParts(
   const json = parseMeta(stored.meta);
   const chunks = readChunks(stored.buffered, json.watermark ?? -Infinity);
   const st = restoreMeta(json, chunks.entries, ruleSetAt, options);
-  if (json.format === CHECKPOINT_FORMAT || json.format === FORMAT_V5 || json.format === FORMAT_V4)
+  if (
+    json.format === CHECKPOINT_FORMAT ||
+    json.format === FORMAT_V6 ||
+    json.format === FORMAT_V5 ||
+    json.format === FORMAT_V4
+  )
     st.bufferCheckpointed = st.offset;
   st.lineageIndex.restore(checkedLineages(stored.lineages ?? []));
   for (const [field, latest] of chunks.latest) st.bufferChunks.set(field, latest);
@@ -311,7 +315,9 @@ export function restorePartitionParts(
   // Each is listed for expiry from the bucket at the end of its text; fields written before v6
   // have none, and their keys are all looked at once event time has moved past the restore.
   st.legacyExpiry =
-    json.format === CHECKPOINT_FORMAT ? json.legacyExpiry : expiryBucket((json.watermark ?? 0) + 1);
+    json.format === CHECKPOINT_FORMAT || json.format === FORMAT_V6
+      ? json.legacyExpiry
+      : expiryBucket((json.watermark ?? 0) + 1);
   for (const [key, value] of stored.fields) {
     st.raw.set(key, value);
     const exp = fieldExpiry(value) ?? st.legacyExpiry;

@@ -16,16 +16,10 @@ import { lineageNumber } from './lineage-number.js';
  */
 export class LineageIndex {
   private readonly ids = new Map<string, number>();
-  /**
-   * Per numbered lineage, the texts its entries in a field open with or are: `,[<n>,` first, then
-   * at `i` the whole entry `,[<n>,<i>]` of a window equal to the field's entry `i`, made when first
-   * written. Encoding builds no number text per entry, and an entry that refers to an earlier one
-   * is one piece of the field instead of three (the pieces are joined once per field).
-   */
-  private readonly texts = new Map<string, string[]>();
-  private readonly names = new Map<number, string>();
-  /** {@link texts} by the lineage's number in this thread (`lineageNumber`): an array read per entry, not a hash. */
-  private readonly byLin: (string[] | undefined)[] = [];
+  /** Lineages by number: an array read per entry a restore decodes, not a hash. */
+  private readonly names: (string | undefined)[] = [];
+  /** Numbers by the lineage's number in this thread (`lineageNumber`): an array read per entry, not a hash. */
+  private readonly byLin: number[] = [];
   private next = 1;
   /** Numbers given since the last checkpoint took them, with their lineage. */
   private added: [number, string][] = [];
@@ -37,39 +31,31 @@ export class LineageIndex {
     let n = this.ids.get(sid);
     if (n === undefined) {
       n = this.next++;
-      this.set(n, sid);
+      this.ids.set(sid, n);
+      this.names[n] = sid;
       this.added.push([n, sid]);
     }
     return n;
   }
 
-  /**
-   * The lineage's entry texts in a field, its number given now if it has none: `[0]` is the
-   * opening `,[<n>,`; `[i]`, when made, the entry `,[<n>,<i>]` (see {@link entryText}).
-   */
-  entryTexts(sid: string): string[] {
-    return this.texts.get(sid) ?? (this.numberOf(sid), this.texts.get(sid) as string[]);
+  /** The number of the lineage whose number in this thread is `lin`; 0 when not looked up yet (see {@link numberForLin}). */
+  numberByLin(lin: number): number {
+    return this.byLin[lin] ?? 0;
   }
 
-  /** {@link entryTexts} of lineage `sid`, whose number in this thread is `lin`. */
-  entryTextsOf(lin: number, sid: string): string[] {
-    return this.byLin[lin] ?? (this.byLin[lin] = this.entryTexts(sid));
-  }
-
-  private set(n: number, sid: string): void {
-    this.ids.set(sid, n);
-    this.names.set(n, sid);
-    this.texts.set(sid, [',[' + n + ',']);
+  /** {@link numberOf} of lineage `sid`, whose number in this thread is `lin`, kept for {@link numberByLin}. */
+  numberForLin(lin: number, sid: string): number {
+    return (this.byLin[lin] = this.numberOf(sid));
   }
 
   /** The lineage a stored field names by `n`; undefined when the partition holds no such number. */
   nameOf(n: number): string | undefined {
-    return this.names.get(n);
+    return this.names[n];
   }
 
-  /** `,[<n>,` when the lineage has a number, without giving one: how its entries open in a field. */
-  openingOf(sid: string): string | undefined {
-    return this.texts.get(sid)?.[0];
+  /** The lineage's number, undefined when it has none (without giving one). */
+  numberIfAny(sid: string): number | undefined {
+    return this.ids.get(sid);
   }
 
   /** Lets the lineage's number go (its lineage was dropped); the next checkpoint deletes it. */
@@ -77,9 +63,8 @@ export class LineageIndex {
     const n = this.ids.get(sid);
     if (n === undefined) return;
     this.ids.delete(sid);
-    this.names.delete(n);
-    this.texts.delete(sid);
-    this.byLin[lineageNumber(sid)] = undefined;
+    this.names[n] = undefined;
+    this.byLin[lineageNumber(sid)] = 0;
     this.removed.push(n);
   }
 
@@ -103,7 +88,8 @@ export class LineageIndex {
   /** Takes a stored numbering in (restore), as the store holds it. */
   restore(entries: Iterable<readonly [number, string]>): void {
     for (const [n, sid] of entries) {
-      this.set(n, sid);
+      this.ids.set(sid, n);
+      this.names[n] = sid;
       if (n >= this.next) this.next = n + 1;
     }
   }
@@ -114,20 +100,12 @@ export class LineageIndex {
   }
 
   /** `[number, lineage]` of every lineage with a number. */
-  entries(): IterableIterator<[number, string]> {
-    return this.names.entries();
+  *entries(): IterableIterator<[number, string]> {
+    for (const [sid, n] of this.ids) yield [n, sid];
   }
 
   /** How many lineages have a number. */
   get size(): number {
     return this.ids.size;
   }
-}
-
-/**
- * The entry `,[<n>,<at>]` of a lineage whose window equals the field's entry `at` (from 1), from
- * the lineage's {@link LineageIndex.entryTexts}, made once.
- */
-export function entryText(texts: string[], at: number): string {
-  return (texts[at] ??= (texts[0] as string) + at + ']');
 }

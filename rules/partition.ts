@@ -14,7 +14,7 @@ import { alertId } from './alert.js';
 import type { CompiledRule } from './compile-rule.js';
 import { RuleEvaluationError } from './errors.js';
 import { InvalidReason, parseEvent } from './event.js';
-import { decodeKeyStatesText } from './key-state-json.js';
+import { decodeField, fieldMayHold } from './checkpoint-field.js';
 import { LineageIndex } from './lineage-index.js';
 import { KeyedStates, type KeyStates, type StateList } from './keyed-states.js';
 import { lineageNumber } from './lineage-number.js';
@@ -271,7 +271,7 @@ function add<K extends Lists>(out: ProcessResult, list: K, x: ProcessResult[K][n
 function decodeRaw(st: PartitionState, key: string): number {
   const text = st.raw.get(key);
   if (text === undefined) return -1;
-  const list = decodeKeyStatesText(key, text, st.windows, (n) => st.lineageIndex.nameOf(n));
+  const list = decodeField(key, text, st.windows, (n) => st.lineageIndex.nameOf(n));
   st.raw.delete(key);
   list.exp ??= st.legacyExpiry;
   return putKeyStates(st, key, list);
@@ -415,17 +415,11 @@ function deleteSlot(st: PartitionState, k: number, s: number, free = true): void
 
 /** Drops a whole lineage, marking each of its keys for rewriting at the next checkpoint. */
 function dropLineage(st: PartitionState, sid: string): void {
-  // Restored keys that may hold the lineage are decoded first: in the text, a lineage is its
-  // quoted id (v4) or an entry opening with its number (v5: `,[n,`, each entry following the
-  // base or another entry; a state's nested lists can look alike, and decoding a key that does
-  // not hold the lineage changes nothing).
+  // Restored keys that may hold the lineage are decoded first (see `fieldMayHold`).
   if (st.raw.size > 0) {
-    const quoted = `"${sid}"`;
-    const numbered = st.lineageIndex.openingOf(sid);
+    const number = st.lineageIndex.numberIfAny(sid);
     const holding: string[] = [];
-    for (const [key, text] of st.raw)
-      if (text.includes(quoted) || (numbered !== undefined && text.includes(numbered)))
-        holding.push(key);
+    for (const [key, text] of st.raw) if (fieldMayHold(text, sid, number)) holding.push(key);
     for (const key of holding) decodeRaw(st, key);
   }
   // Its keys are rewritten by the next checkpoint, which also deletes the number.

@@ -21,7 +21,11 @@ import { bufferedHits, EXPECTED, Hits, TRIGGER } from './verdict.js';
 // checkpoint fields with window timestamps from a base and empty parts left out.
 // v2: keyed state grouped by key (one checkpoint field per key), no longer by lineage.
 // v6: a key's field ends with its expiry bucket, when it has one (see `fieldExpiry`).
-export const CHECKPOINT_FORMAT = 'vigil.partition.v6';
+// v7: keyed-state fields are written as symbols, not JSON text (see `checkpoint-field.ts`); the
+// text fields of v2 to v6 are still read.
+export const CHECKPOINT_FORMAT = 'vigil.partition.v7';
+/** v6 metas: as v7, but every field is JSON text. */
+export const FORMAT_V6 = 'vigil.partition.v6';
 /** v5 metas: as v6, but fields record no expiry bucket (their keys are looked at once after restore). */
 export const FORMAT_V5 = 'vigil.partition.v5';
 /** v4 metas: buffered events in chunks, as v5, and fields that name lineages by their ids. */
@@ -48,6 +52,7 @@ type TimerJSON = [time: number, n: number, ruleId: string, epoch: number, key: s
 export interface MetaJSON {
   format:
     | typeof CHECKPOINT_FORMAT
+    | typeof FORMAT_V6
     | typeof FORMAT_V5
     | typeof FORMAT_V4
     | typeof FORMAT
@@ -181,6 +186,7 @@ export function restoreMeta(
 ): PartitionState {
   if (
     json?.format !== CHECKPOINT_FORMAT &&
+    json?.format !== FORMAT_V6 &&
     json?.format !== FORMAT_V5 &&
     json?.format !== FORMAT_V4 &&
     json?.format !== FORMAT &&

@@ -181,11 +181,11 @@ export class WindowArena {
     if (pb[rb + N] !== n) return false;
     const h = headOf(ca);
     if (h === 3 && pa[ra + FRONT] !== pb[rb + FRONT]) return false;
-    for (let i = 0; i < n; i++) if (pa[ra + h + i] !== pb[rb + h + i]) return false;
+    for (let i = 0; i < n; i++) if (!Object.is(pa[ra + h + i], pb[rb + h + i])) return false;
     if (h === 3) {
       const va = ra + h + capOf(ca);
       const vb = rb + h + capOf(cb);
-      for (let i = 0; i < n; i++) if (pa[va + i] !== pb[vb + i]) return false;
+      for (let i = 0; i < n; i++) if (!Object.is(pa[va + i], pb[vb + i])) return false;
     }
     return true;
   }

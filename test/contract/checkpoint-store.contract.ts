@@ -47,9 +47,14 @@ export async function roundTrip(store: CheckpointStore, p: number, size: number)
   const events = (from: number, to: number): [string, string][] =>
     Array.from({ length: to - from }, (_, i) => [String(from + i), `[${from + i},"é€😀"]`]);
   const unicode: [string, string] = ['ключ', '["é€😀",{"d":"\u0000"}]'];
+  // A v7 field is printable symbols, with JSON text of any character inside.
+  const symbols: [string, string] = [
+    'v7',
+    `#$\`8${String.fromCharCode(...Array.from({ length: 95 }, (_, i) => 0x20 + i))}é😀`,
+  ];
   await store.save(
     p,
-    checkpointParts(10, [...fields(0, size, 'a'), unicode], [], true, {
+    checkpointParts(10, [...fields(0, size, 'a'), unicode, symbols], [], true, {
       buffered: events(0, 10),
       lineages: [
         [1, 'a@1'],
@@ -83,6 +88,7 @@ export async function roundTrip(store: CheckpointStore, p: number, size: number)
   const expected = new Map([
     ...fields(size / 4, size / 2, 'a'),
     unicode,
+    symbols,
     ...fields(size / 2, size + size / 2, 'b'),
   ]);
   expect(loaded?.offset).toBe(20);

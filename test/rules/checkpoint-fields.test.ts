@@ -13,7 +13,7 @@ import {
   type PartitionState,
   type ProcessResult,
 } from '../../rules/index.js';
-import type { SlidingState } from '../../rules/cep/threshold.js';
+import { slidingWindow, type SlidingState } from '../../rules/cep/threshold.js';
 import {
   isSmallWindow,
   SMALL_WINDOW_MAX,
@@ -21,7 +21,14 @@ import {
   type SmallWindow,
 } from '../../rules/cep/small-window.js';
 import { StateList } from '../../rules/keyed-states.js';
-import { decodeKeyStatesText, encodeKeyStates } from '../../rules/key-state-json.js';
+import { decodeKeyStatesText } from '../../rules/key-state-json.js';
+import {
+  decodeField,
+  encodeField,
+  fieldEntries,
+  fieldExpiry,
+  fieldMayHold,
+} from '../../rules/checkpoint-field.js';
 import { LineageIndex } from '../../rules/lineage-index.js';
 import { eventGenerator, generateRules } from '../../bench/e2e-inputs.js';
 import { keyStates, memoryStore, writeParts } from './harness.js';
@@ -55,9 +62,9 @@ describe('checkpoint fields: equal windows written once', () => {
       if (r.seq % 97 !== 0) continue;
       const parts = checkpointParts(live);
       for (const [, v] of parts.upserts)
-        for (const e of (JSON.parse(v) as unknown[]).slice(1) as unknown[][]) {
+        for (const e of fieldEntries(v)) {
           entries++;
-          if (typeof e[1] === 'number') refs++;
+          if (e.kind === 'ref') refs++;
         }
       writeParts(store, parts);
     }
@@ -79,7 +86,7 @@ describe('checkpoint fields: equal windows written once', () => {
     expectNoSharedArrays(restoredAgain);
   });
 
-  it('a window is written as an earlier entry exactly when it would write the same text (random windows)', () => {
+  it('a window is written as an earlier entry exactly when it would write the same field (random windows)', () => {
     // Few distinct values, so that equal and nearly equal windows are common.
     const small = fc.constantFrom(0, 1, 2, 0.5, -0, Infinity);
     const window: fc.Arbitrary<SlidingState> = fc
@@ -95,10 +102,12 @@ describe('checkpoint fields: equal windows written once', () => {
       .map((r) => ({
         k: 's' as const,
         h: Math.min(r.h, r.t.length),
+        // The front end of the two stacks lies within the window's entries.
         t: r.t.map((x) => (Number.isFinite(x) ? 1000 + x : x)),
-        v: r.v,
+        // A value per entry where the window keeps values (sums, or min/max deques), as windows do.
+        v: withValues(r.sums, r.mn, r.t, r.v),
         sums: r.sums,
-        f: r.f,
+        f: Math.min(r.f, r.t.length),
         fs: [],
         fs0: 0,
         bs: 0,
@@ -120,19 +129,25 @@ describe('checkpoint fields: equal windows written once', () => {
         if (how === 'shift') {
           // The same window with an evicted entry left at its head: the same text.
           c.t.unshift(999);
-          if (c.v.length > 0) c.v.unshift(7);
+          if (c.sums || c.mn.length > 0) c.v.unshift(7);
           c.h++;
           c.f++;
         } else if (how === 'v') {
           if (c.v.length > 0) c.v[c.v.length - 1] = x;
-          else c.v.push(x);
         } else if (how === 't') {
           if (c.t.length > 0) c.t[c.t.length - 1] = 1000 + x;
-          else c.t.push(1000 + x);
-        } else if (how === 'sums') c.sums = !c.sums;
-        else if (how === 'f') c.f++;
-        else if (how === 'mn') c.mn = c.mn.length > 0 ? [] : [c.h];
-        else if (how === 'd') c.d = c.d === undefined ? new Map([['n:2', 1]]) : undefined;
+          else {
+            c.t.push(1000 + x);
+            if (c.sums || c.mn.length > 0) c.v.push(x);
+          }
+        } else if (how === 'sums') {
+          c.sums = !c.sums;
+          c.v = withValues(c.sums, c.mn, c.t, c.v);
+        } else if (how === 'f') c.f = c.f < c.t.length ? c.f + 1 : 0;
+        else if (how === 'mn') {
+          c.mn = c.mn.length > 0 ? [] : [c.h];
+          c.v = withValues(c.sums, c.mn, c.t, c.v);
+        } else if (how === 'd') c.d = c.d === undefined ? new Map([['n:2', 1]]) : undefined;
         out.push(c);
       }
       return out;
@@ -142,18 +157,88 @@ describe('checkpoint fields: equal windows written once', () => {
         const m = new StateList(windows.map((op, i) => [`r${i}@1`, undefined, op] as const));
         const index = new LineageIndex();
         const arena = new WindowArena();
-        const text = encodeKeyStates(m, index, arena);
-        const decoded = decodeKeyStatesText('k', text, arena, (n) => index.nameOf(n));
-        // Each lineage alone (no entry to refer to): the same text before and after.
+        const text = encodeField(m, index, arena);
+        const decoded = decodeField('k', text, arena, (n) => index.nameOf(n));
+        // Each lineage alone (no entry to refer to): the same field before and after.
         const alone = (op: unknown) =>
-          encodeKeyStates(new StateList([['x@1', undefined, op]]), index, arena);
+          encodeField(new StateList([['x@1', undefined, op]]), index, arena);
         m.forEach((sid, _sup, op) => expect(alone(decoded.op(sid))).toBe(alone(op)));
       }),
       { numRuns: 500 },
     );
   });
 
-  it('refuses a window that refers to an entry holding none, naming the key', () => {
+  it('a v7 field gives back every number to the bit (-0, fractions, non-finite, far apart), its expiry bucket and its lineages (random states)', () => {
+    const anyNumber = fc.oneof(
+      fc.double(),
+      fc.integer({ min: -(2 ** 53) + 1, max: 2 ** 53 - 1 }),
+      fc.integer({ min: -3, max: 3 }),
+      fc.constantFrom(0, -0, 2 ** 51, -(2 ** 51), 2 ** 51 + 1, 1.5e12, NaN, Infinity),
+    );
+    const state = fc.record({
+      t: fc.array(anyNumber, { maxLength: 12 }),
+      v: fc.array(anyNumber, { minLength: 12, maxLength: 12 }),
+      sums: fc.boolean(),
+      f: fc.nat(12),
+      sup: fc.option(anyNumber, { nil: undefined }),
+      kind: fc.constantFrom('window', 'none', 'tumbling'),
+    });
+    const sameBits = (a: unknown, b: unknown) =>
+      expect(JSON.stringify(a, bits)).toBe(JSON.stringify(b, bits));
+    fc.assert(
+      fc.property(
+        fc.array(state, { minLength: 1, maxLength: 6 }),
+        fc.option(fc.integer({ min: -(2 ** 53) + 1, max: 2 ** 53 - 1 }), { nil: undefined }),
+        (states, exp) => {
+          const arena = new WindowArena();
+          const list = new StateList();
+          list.exp = exp;
+          states.forEach((x, i) => {
+            const v = x.sums ? x.v.slice(0, x.t.length) : [];
+            const op =
+              x.kind === 'none'
+                ? undefined
+                : x.kind === 'tumbling'
+                  ? { k: 't', start: 60_000, n: x.t.length, sum: x.v[0], min: x.v[1], max: x.v[2] }
+                  : slidingWindow(x.t.slice(), v, x.sums, Math.min(x.f, x.t.length));
+            list.add(`r${i}@1`, x.sup, op);
+          });
+          const index = new LineageIndex();
+          const text = encodeField(list, index, arena);
+          // Printable ASCII only: one byte a symbol in any store, no escape in JSON.
+          expect(text).toMatch(/^[\x20-\x7e]*$/);
+          const back = decodeField('k', text, arena, (n) => index.nameOf(n));
+          expect(back.exp).toBe(exp);
+          expect(fieldExpiry(text)).toBe(exp);
+          expect(back.sids).toEqual(list.sids);
+          sameBits(back.sups, list.sups);
+          list.forEach((sid, _sup, op) => {
+            const got = back.op(sid);
+            if (isSmallWindow(got)) {
+              const w = op as SlidingState;
+              sameBits(arena.times(got), w.t);
+              sameBits(arena.values(got), w.sums ? w.v : []);
+              expect(arena.front(got)).toBe(w.f);
+            } else if ((op as SlidingState | undefined)?.k === 's') {
+              const [w, g] = [op as SlidingState, got as SlidingState];
+              sameBits(
+                [g.t, g.sums ? g.v : [], g.f, g.sums],
+                [w.t, w.sums ? w.v : [], w.f, w.sums],
+              );
+            } else sameBits(got, op);
+          });
+          const entries = fieldEntries(text);
+          expect(entries.map((e) => index.nameOf(e.lineage))).toEqual(list.sids);
+          for (const sid of list.sids)
+            expect(fieldMayHold(text, sid, index.numberIfAny(sid))).toBe(true);
+          expect(fieldMayHold(text, 'other@1', index.numberOf('other@1'))).toBe(false);
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+
+  it('refuses a text field (v2 to v6) whose window refers to an entry holding none, naming the key', () => {
     const arena = new WindowArena();
     expect(() => decodeKeyStatesText('k1', '[0,["a@1",null,1]]', arena)).toThrow(
       /"k1": lineage a@1 refers to entry 1/,
@@ -198,6 +283,21 @@ describe('checkpoint fields: equal windows written once', () => {
     expect(d?.t).not.toBe(c?.t);
   });
 });
+
+/** JSON.stringify's replacer that writes every number to the bit (-0, NaN, ±Infinity apart). */
+function bits(_key: string, x: unknown): unknown {
+  return typeof x === 'number' ? (Object.is(x, -0) ? '-0' : String(x)) : x;
+}
+
+/** A window's values: one per entry where it keeps them (a sum window, or min/max deques), else none. */
+function withValues(
+  sums: boolean,
+  mn: readonly number[],
+  t: readonly unknown[],
+  v: readonly unknown[],
+): unknown[] {
+  return sums || mn.length > 0 ? t.map((_, i) => v[i] ?? 0) : [];
+}
 
 function expectNoSharedArrays(st: PartitionState): void {
   for (const key of st.states.keys()) {

@@ -13,7 +13,8 @@ import {
   validateControl,
 } from '../../rules/index.js';
 import { Feed, keyStates, ruleSetOf, upsert } from './harness.js';
-import { decodeKeyStatesText, encodeKeyStates, keyStatesJSON } from '../../rules/key-state-json.js';
+import { keyStatesJSON } from '../../rules/key-state-json.js';
+import { decodeField, encodeField } from '../../rules/checkpoint-field.js';
 import { LineageIndex } from '../../rules/lineage-index.js';
 import { StateList } from '../../rules/keyed-states.js';
 import { slidingWindow } from '../../rules/cep/threshold.js';
@@ -328,8 +329,8 @@ describe('review regressions', () => {
       ['b@1', undefined, arena.make([2 ** 52], [], false, 0)],
     ]);
     const index = new LineageIndex();
-    const text = encodeKeyStates(states, index, arena);
-    const back = decodeKeyStatesText('k', text, arena, (n) => index.nameOf(n));
+    const text = encodeField(states, index, arena);
+    const back = decodeField('k', text, arena, (n) => index.nameOf(n));
     expect(JSON.stringify(keyStatesJSON(back, arena))).toBe(
       JSON.stringify(keyStatesJSON(states, arena)),
     );
@@ -364,8 +365,8 @@ describe('review regressions', () => {
       });
     expect(both.size).toBe(2);
     const index = new LineageIndex();
-    const text = encodeKeyStates(both, index, arena);
-    const back = decodeKeyStatesText('k', text, arena, (n) => index.nameOf(n));
+    const text = encodeField(both, index, arena);
+    const back = decodeField('k', text, arena, (n) => index.nameOf(n));
     expect(JSON.stringify(keyStatesJSON(back, arena))).toBe(
       JSON.stringify(keyStatesJSON(both, arena)),
     );

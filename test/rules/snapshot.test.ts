@@ -25,7 +25,8 @@ import {
 } from './harness.js';
 import { decodeAllKeys } from '../../rules/partition.js';
 import { outputs, rules, step, toRecords, versions } from './random-logs.js';
-import { decodeKeyStatesText, keyStatesJSON } from '../../rules/key-state-json.js';
+import { keyStatesJSON } from '../../rules/key-state-json.js';
+import { decodeField } from '../../rules/checkpoint-field.js';
 import { WindowArena } from '../../rules/cep/small-window.js';
 
 const decoder = new TextDecoder();
@@ -46,7 +47,7 @@ const namedFields = (parts: CheckpointParts, st: PartitionState): Map<string, st
       key,
       JSON.stringify(
         keyStatesJSON(
-          decodeKeyStatesText(key, text, arena, (n) => st.lineageIndex.nameOf(n)),
+          decodeField(key, text, arena, (n) => st.lineageIndex.nameOf(n)),
           arena,
         ),
       ),
@@ -54,18 +55,23 @@ const namedFields = (parts: CheckpointParts, st: PartitionState): Map<string, st
   );
 };
 
-/** A v5 field as v4 wrote it: `[base, [lineage id, sup, state], …]`. */
-function asV4(text: string, st: PartitionState): string {
-  const [base, ...entries] = JSON.parse(text) as [
-    number,
-    ...([number, unknown, number?] | number)[],
-  ];
+/**
+ * A field as an older version wrote it, from the one a checkpoint wrote now: v6 text
+ * (`[base, [lineage number, state, sup?], …, expiry bucket?]`, base 0) or v4 text
+ * (`[base, [lineage id, sup, state], …]`, no bucket).
+ */
+function asText(text: string, st: PartitionState, version: 4 | 6): string {
+  const arena = new WindowArena();
+  const states = decodeField('k', text, arena, (n) => st.lineageIndex.nameOf(n));
+  const entries = keyStatesJSON(states, arena);
+  if (version === 4) return JSON.stringify([0, ...entries]);
   return JSON.stringify([
-    base,
-    // v4 fields record no expiry bucket (v6).
-    ...entries.flatMap((e) =>
-      typeof e === 'number' ? [] : [[st.lineageIndex.nameOf(e[0]), e[2] ?? null, e[1]]],
-    ),
+    0,
+    ...entries.map(([sid, sup, op]) => {
+      const n = st.lineageIndex.numberIfAny(sid);
+      return sup === null ? [n, op] : [n, op, sup];
+    }),
+    ...(states.exp === undefined ? [] : [states.exp]),
   ]);
 }
 
@@ -229,57 +235,68 @@ describe('partition snapshot and restore', () => {
     expect(lineagesLetGo).toBeGreaterThan(20);
   });
 
-  it('a v4 checkpoint (fields naming lineages by id) restores, goes on under v5 with rule changes that drop lineages its texts hold, and its store restores again (random logs)', () => {
-    const sets = versions();
-    const bySeq = new Map(sets.map((rs) => [rs.controlSeq, rs]));
-    let dropsOverV4 = 0;
-    fc.assert(
-      fc.property(
-        fc.array(step, { minLength: 1, maxLength: 150, size: 'max' }),
-        fc.nat(),
-        fc.array(fc.boolean(), { minLength: 150, maxLength: 150 }),
-        (steps, cutAt, checkpointAfter) => {
-          const records = toRecords(steps, sets);
-          const options = { partition: 3, outOfOrderMs: 40 };
-          const whole = createPartition(sets[0] as RuleSet, options);
-          records.forEach((r) => processRecord(whole, r));
-          // In the first half: markers after the cut meet the restored texts.
-          const cut = cutAt % (Math.ceil(records.length / 2) + 1);
-          const v4Writer = createPartition(sets[0] as RuleSet, options);
-          records.slice(0, cut).forEach((r) => processRecord(v4Writer, r));
-          // The store as v4 left it: its meta's format, every field naming lineages by id.
-          const base = checkpointParts(v4Writer, true);
-          const meta = JSON.parse(base.meta) as Record<string, unknown>;
-          meta.format = 'vigil.partition.v4';
-          const store = memoryStore(JSON.stringify(meta));
-          for (const [key, text] of base.upserts) store.fields.set(key, asV4(text, v4Writer));
-          for (const [f, v] of base.buffered) store.buffered.set(f, v);
-          const apply = (parts: CheckpointParts): void => writeParts(store, parts);
-          const restore = () =>
-            restorePartitionParts(store, (seq) => bySeq.get(seq), { outOfOrderMs: 40 });
-          const upgraded = restore();
-          records.slice(cut).forEach((r, i) => {
-            const held = upgraded.raw.size;
-            processRecord(upgraded, r);
-            if (r.kind === 'marker' && upgraded.raw.size < held) dropsOverV4++;
-            if (checkpointAfter[i]) apply(checkpointParts(upgraded));
-          });
-          apply(checkpointParts(upgraded));
-          decodeAllKeys(upgraded);
-          expectWindowsOwned(upgraded);
-          // The same states; the keys of the v4 fields are listed for expiry where v4 recorded
-          // no bucket (the first one after the restore).
-          expect(withoutExpiry(snapshotPartition(restore()))).toBe(
-            withoutExpiry(snapshotPartition(whole)),
-          );
-        },
-      ),
-      { numRuns: 300, endOnFailure: true },
-    );
-    // Rule changes met restored v4 texts that held the lineages they dropped.
-    console.log(`v4 upgrade property: ${dropsOverV4} markers dropped lineages held by v4 texts`);
-    expect(dropsOverV4).toBeGreaterThan(2);
-  });
+  for (const version of [4, 6] as const)
+    it(`a v${version} checkpoint (${version === 4 ? 'text fields naming lineages by id' : 'text fields naming lineages by number'}) restores, goes on under v7 with rule changes that drop lineages its texts hold, and its store restores again (random logs)`, () => {
+      const sets = versions();
+      const bySeq = new Map(sets.map((rs) => [rs.controlSeq, rs]));
+      let dropsOverText = 0;
+      fc.assert(
+        fc.property(
+          fc.array(step, { minLength: 1, maxLength: 150, size: 'max' }),
+          fc.nat(),
+          fc.array(fc.boolean(), { minLength: 150, maxLength: 150 }),
+          (steps, cutAt, checkpointAfter) => {
+            const records = toRecords(steps, sets);
+            const options = { partition: 3, outOfOrderMs: 40 };
+            const whole = createPartition(sets[0] as RuleSet, options);
+            records.forEach((r) => processRecord(whole, r));
+            // In the first half: markers after the cut meet the restored texts.
+            const cut = cutAt % (Math.ceil(records.length / 2) + 1);
+            const textWriter = createPartition(sets[0] as RuleSet, options);
+            records.slice(0, cut).forEach((r) => processRecord(textWriter, r));
+            // The store as that version left it: its meta's format, every field as its text.
+            const base = checkpointParts(textWriter, true);
+            const meta = JSON.parse(base.meta) as Record<string, unknown>;
+            meta.format = `vigil.partition.v${version}`;
+            const store = memoryStore(JSON.stringify(meta));
+            for (const [key, text] of base.upserts)
+              store.fields.set(key, asText(text, textWriter, version));
+            // v4 fields name lineages by id; v5 on keep the numbers beside the meta.
+            if (version === 6) for (const [n, sid] of base.lineages) store.lineages.set(n, sid);
+            for (const [f, v] of base.buffered) store.buffered.set(f, v);
+            const apply = (parts: CheckpointParts): void => writeParts(store, parts);
+            const restore = () =>
+              restorePartitionParts(store, (seq) => bySeq.get(seq), { outOfOrderMs: 40 });
+            const upgraded = restore();
+            records.slice(cut).forEach((r, i) => {
+              const held = upgraded.raw.size;
+              processRecord(upgraded, r);
+              if (r.kind === 'marker' && upgraded.raw.size < held) dropsOverText++;
+              if (checkpointAfter[i]) apply(checkpointParts(upgraded));
+            });
+            apply(checkpointParts(upgraded));
+            decodeAllKeys(upgraded);
+            expectWindowsOwned(upgraded);
+            // The same states. v6 fields record their keys' expiry buckets; the keys of v4
+            // fields are listed where v4 recorded none (the first bucket after the restore).
+            if (version === 6)
+              expect(decoder.decode(snapshotPartition(restore()))).toBe(
+                decoder.decode(snapshotPartition(whole)),
+              );
+            else
+              expect(withoutExpiry(snapshotPartition(restore()))).toBe(
+                withoutExpiry(snapshotPartition(whole)),
+              );
+          },
+        ),
+        { numRuns: 300, endOnFailure: true },
+      );
+      // Rule changes met restored texts that held the lineages they dropped.
+      console.log(
+        `v${version} upgrade property: ${dropsOverText} markers dropped lineages held by v${version} texts`,
+      );
+      expect(dropsOverText).toBeGreaterThan(2);
+    });
 
   it('checkpoint fields (v3) and the v2 fields of the snapshot restore the same state, for windows with evicted heads too', () => {
     const rs = ruleSetOf(
@@ -465,10 +482,12 @@ describe('partition snapshot and restore', () => {
       ),
     ).toBe(2);
     // The same state as v3 writes it: timestamps as offsets from the base, empty parts left out;
-    // as v5 writes it: the lineage by its number too, stored beside the meta.
+    // as v7 writes it: `#`, no expiry bucket (`$`), lineage 1 (`` ` ``: the last digit 1), a
+    // count window (`2`), of size 1 (`` ` ``), front end 0 (`_`), timestamp 5 (`i`: zigzag 10).
+    // The lineage's number is stored beside the meta.
     const v3 = '[5,["velocity@1",null,{"k":"s","t":[0]}]]';
     const rewritten = checkpointParts(decoded([['a', good]]), true);
-    expect([...rewritten.upserts]).toEqual([['a', '[5,[1,{"k":"s","t":[0]}]]']]);
+    expect([...rewritten.upserts]).toEqual([['a', '#$`2`_i']]);
     expect(rewritten.lineages).toEqual([[1, 'velocity@1']]);
     expect(snapshotPartition(restore([['a', v3]]))).toEqual(
       snapshotPartition(restore([['a', good]])),
@@ -484,9 +503,17 @@ describe('partition snapshot and restore', () => {
     ).toEqual(snapshotPartition(restore([['a', good]])));
     // A timestamp that is not an integer (a v2 checkpoint's publish time) is written as it is.
     const fractional = good.replace('[5]', '[5.25]');
-    expect([...checkpointParts(decoded([['a', fractional]]), true).upserts]).toEqual([
-      ['a', '[0,[1,{"k":"s","t":[5.25]}]]'],
-    ]);
+    const exact = checkpointParts(decoded([['a', fractional]]), true);
+    expect(exact.upserts[0]?.[1]).toMatch(/^#\$`2`_!/);
+    expect(
+      snapshotPartition(
+        restorePartitionParts(
+          { meta, buffered: [], fields: exact.upserts, lineages: exact.lineages },
+          () => rs,
+          {},
+        ),
+      ),
+    ).toEqual(snapshotPartition(restore([['a', fractional]])));
     // A damaged field is reported when the key is decoded, naming the key.
     expect(() =>
       decoded([
@@ -506,5 +533,25 @@ describe('partition snapshot and restore', () => {
     expect(() => decoded([['a', '[5,[7,{"k":"s","t":[0]}]]']])).toThrow(
       /keyed state of "a" names lineage number 7, which the checkpoint's lineage list does not hold/,
     );
+    // v7 fields: cut short, an unknown kind, a size beyond the field, an unknown lineage number.
+    const lineages: [number, string][] = [[1, 'velocity@1']];
+    const v7 = (text: string) => {
+      const st = restorePartitionParts(
+        { meta, buffered: [], fields: [['a', text]], lineages },
+        () => rs,
+        {},
+      );
+      keyedStateCount(st);
+    };
+    v7('#$`2`_i');
+    expect(() => v7('#$`2`_')).toThrow(/key "a" is damaged at character 6: expected a number/);
+    expect(() => v7('#$`:`_i')).toThrow(
+      /key "a" is damaged at character 3: expected an entry kind/,
+    );
+    expect(() => v7('#$`2~_i')).toThrow(
+      /key "a" is damaged at character 5: expected a window size/,
+    );
+    expect(() => v7('#$h2`_i')).toThrow(/"a" names lineage number 9/);
+    expect(() => v7('#$')).toThrow(/key "a" is damaged at character 2: expected a lineage state/);
   });
 });
