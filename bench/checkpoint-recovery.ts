@@ -289,7 +289,8 @@ export async function measureServiceRecovery(o: RecoveryOptions): Promise<Record
     let t = Date.now();
     const payload = encoder.encode('{"type":"payment","amount":1}');
     await publishAll(nc, o.keys, (i) => [eventSubject(`k${i}`), payload]);
-    const fillSeconds = secs(Date.now() - t);
+    const filledAt = Date.now();
+    const fillSeconds = secs(filledAt - t);
     o.log(`published ${o.keys} events (one per key) in ${fillSeconds} s`);
     t = Date.now();
     const lens = await covered(redis.url, o.keys, Math.max(120_000, o.keys / 5));
@@ -300,7 +301,11 @@ export async function measureServiceRecovery(o: RecoveryOptions): Promise<Record
     );
 
     // One probe per partition, on a key the fill gave state: it fires only on the restored window.
-    // A second event, later in event time, moves the watermark past it so it is judged at once.
+    // A second event, stamped now, moves the watermark past it so it is judged at once. The probe
+    // is stamped that much earlier, not the second event later: an event's time counts no later
+    // than its store time, so an event stamped ahead moves nothing, and the probe would wait for
+    // the partition's next tick (a second or two: what this figure measured from the event-time
+    // change until 2026-12-05).
     const probes = new Map<number, string>();
     const pushers = new Map<number, string>();
     for (let i = 0; probes.size < PARTITIONS || pushers.size < PARTITIONS; i++) {
@@ -318,6 +323,10 @@ export async function measureServiceRecovery(o: RecoveryOptions): Promise<Record
       },
     });
 
+    // The probe, stamped OUT_OF_ORDER_MS + 500 ms before the kill, must be later than every
+    // event of the fill: earlier, it would be late, or left out of its key's window.
+    const probeLead = OUT_OF_ORDER_MS + 500;
+    await sleep(Math.max(0, filledAt + probeLead + 500 - Date.now()));
     const serverCpu = (): [number, number] => [cpuOf(nats.process.pid), cpuOf(redis.process.pid)];
     const killedAt = Date.now();
     await first.kill('SIGKILL');
@@ -330,13 +339,13 @@ export async function measureServiceRecovery(o: RecoveryOptions): Promise<Record
       [...probes].flatMap(([p, key]) => [
         js.publish(
           eventSubject(key),
-          encoder.encode(JSON.stringify({ type: 'payment', amount: THRESHOLD - 1, ts })),
+          encoder.encode(
+            JSON.stringify({ type: 'payment', amount: THRESHOLD - 1, ts: ts - probeLead }),
+          ),
         ),
         js.publish(
           eventSubject(pushers.get(p) as string),
-          encoder.encode(
-            JSON.stringify({ type: 'payment', amount: 0, ts: ts + OUT_OF_ORDER_MS + 500 }),
-          ),
+          encoder.encode(JSON.stringify({ type: 'payment', amount: 0, ts })),
         ),
       ]),
     );
