@@ -7,7 +7,14 @@ import {
   type WindowArena,
 } from './cep/small-window.js';
 import { SnapshotError } from './errors.js';
-import { decodeKeyStatesText, opFromJSON, opToJSON, textFieldExpiry } from './key-state-json.js';
+import {
+  copyWindow,
+  decodeKeyStatesText,
+  freeingOnRefusal,
+  opFromJSON,
+  opToJSON,
+  textFieldExpiry,
+} from './key-state-json.js';
 import type { LineageIndex } from './lineage-index.js';
 
 /**
@@ -376,13 +383,7 @@ export function decodeField(
   nameOf: (n: number) => string | undefined = () => undefined,
 ): StateList {
   if (text.charCodeAt(0) !== V7) return decodeKeyStatesText(key, text, windows, nameOf);
-  const ops: unknown[] = [];
-  try {
-    return readField(key, text, windows, nameOf, ops);
-  } catch (e) {
-    for (const op of ops) if (isSmallWindow(op)) windows.free(op);
-    throw e;
-  }
+  return freeingOnRefusal(windows, (ops) => readField(key, text, windows, nameOf, ops));
 }
 
 function readField(
@@ -438,16 +439,6 @@ function readField(
     list.add(sid, sup, op);
   }
   return list;
-}
-
-/** A window of its own with the same entries as a plain mutable window read earlier. */
-function copyWindow(s: SlidingState): SlidingState {
-  return slidingWindow(
-    s.t.slice(s.h),
-    s.sums ? s.v.slice(s.h) : [],
-    s.sums,
-    Math.max(0, s.f - s.h),
-  );
 }
 
 /**

@@ -146,9 +146,20 @@ export function decodeKeyStates(
   windows: WindowArena,
   nameOf: (n: number) => string | undefined = () => undefined,
 ): StateList {
+  return freeingOnRefusal(windows, (ops) => decodeEntries(key, field, windows, nameOf, ops));
+}
+
+/**
+ * Runs a field's decoder, which pushes each operator state it decodes to `ops`: when it refuses
+ * the field, the small windows decoded so far are freed (no window is left without an owner).
+ */
+export function freeingOnRefusal(
+  windows: WindowArena,
+  decode: (ops: unknown[]) => StateList,
+): StateList {
   const ops: unknown[] = [];
   try {
-    return decodeEntries(key, field, windows, nameOf, ops);
+    return decode(ops);
   } catch (e) {
     for (const op of ops) if (isSmallWindow(op)) windows.free(op);
     throw e;
@@ -211,7 +222,7 @@ function decodeEntries(
 }
 
 /** A restored window's own copy (its arrays are not shared). */
-function copyWindow(s: SlidingState): SlidingState {
+export function copyWindow(s: SlidingState): SlidingState {
   return {
     ...s,
     t: orNone(s.t.slice()),
