@@ -11,6 +11,7 @@ import type { ServiceProcess } from './service-process.js';
 import {
   eventually,
   readStream,
+  replaceRules,
   startTestServers,
   startTestService,
   type TestServers,
@@ -62,7 +63,7 @@ describe('exact recovery (G3): kill -9 at random moments, restart, same alerts a
       checkpointIntervalMs: 100,
     });
     try {
-      await own.js.publish('vigil.control', JSON.stringify({ op: 'replace-all', rules: RULES }));
+      await replaceRules(own, service, P, RULES);
       const random = prng(7);
       const base = Date.now();
       const flowing = (async () => {
