@@ -488,7 +488,10 @@ export const OPENAPI = {
         properties: {
           id: { type: 'string' },
           on: { type: 'array', items: { type: 'string' } },
-          key: { type: 'string' },
+          key: {
+            description: "field, or list of fields (a composite key), keying the rule's state",
+            oneOf: [{ type: 'string' }, { type: 'array', items: { type: 'string' }, minItems: 1 }],
+          },
           when: { type: 'object' },
           pattern: { type: 'object' },
           alert: { type: 'object' },

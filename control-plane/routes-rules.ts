@@ -181,7 +181,7 @@ export function mountRuleRoutes(router: Router, ctx: ApiContext): void {
         .map((c) => ({
           ruleId: c.ruleId,
           pointer: '/key',
-          message: `in the last ${events.length} events of EVENTS, ${c.keyMissing} of the ${c.ofItsTypes} of its types lack the key field "${c.keyField}" (or hold neither a string nor a number in it): the rule judges none of those; check the field's name, or key the rule by a field its events carry`,
+          message: `in the last ${events.length} events of EVENTS, ${c.keyMissing} of the ${c.ofItsTypes} of its types lack the key field${c.keyFields.length > 1 ? 's' : ''} "${c.keyFields.join('", "')}" (or hold neither a string nor a number in ${c.keyFields.length > 1 ? 'one of them' : 'it'}): the rule judges none of those; check the field's name, or key the rule by a field its events carry`,
         }));
       res.json({
         valid: true,

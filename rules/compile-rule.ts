@@ -1,3 +1,4 @@
+import { keyFieldsOf, sameKeyFields } from './rule-key.js';
 import {
   compileCondition,
   compileConditionInfo,
@@ -74,7 +75,8 @@ export interface CompiledRule {
    * rides on the event.
    */
   readonly guard: readonly Guard[] | undefined;
-  readonly keyField: string | undefined;
+  /** The fields of the rule's `key`; undefined when it is keyed by the partition key. */
+  readonly keyFields: readonly string[] | undefined;
   readonly pattern: CompiledPattern | undefined;
   readonly severity: string;
   readonly title: (vars: (name: string) => unknown) => string;
@@ -194,7 +196,7 @@ export function compileRule(
       when === undefined || when.throwsOnPlainEvents || rule.pattern?.kind === 'absence'
         ? undefined
         : conditionGuard(rule.when as TopCondition),
-    keyField: rule.key,
+    keyFields: keyFieldsOf(rule.key),
     pattern: compilePattern(rule),
     severity: rule.alert?.severity ?? 'medium',
     title: title.render,
@@ -225,7 +227,7 @@ export function jsonEqual(a: unknown, b: unknown): boolean {
  * reset when the key, the pattern kind, the window or the sequence changes.
  */
 export function incompatibility(before: Rule, after: Rule): string | undefined {
-  if ((before.key ?? null) !== (after.key ?? null)) return 'key changed';
+  if (!sameKeyFields(before.key, after.key)) return 'key changed';
   const a = before.pattern;
   const b = after.pattern;
   if (a === undefined || b === undefined) return a === b ? undefined : 'pattern added or removed';

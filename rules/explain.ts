@@ -5,6 +5,7 @@
  * priority short-circuit never evaluated carry no `result`, as there. Pure, like the compiled
  * evaluator; the property test checks that both give json-rules-engine's verdict.
  */
+import { keyFieldsOf, keyValue } from './rule-key.js';
 import type { CompiledRule } from './compile-rule.js';
 import { parsePath, resolveSegments } from './json-path.js';
 import { lookupFact, type ModelRegistry } from './models.js';
@@ -197,7 +198,9 @@ export interface RuleExplanation {
       readonly passed: boolean;
     };
     readonly key: {
-      readonly field: string | null;
+      /** The rule's `key` as written; null for the partition key. */
+      readonly field: string | readonly string[] | null;
+      /** The field's value (a composite key: each field's, by name); the partition key's otherwise. */
       readonly value: unknown;
       readonly passed: boolean;
     };
@@ -232,11 +235,15 @@ export function explainRule(
   const def = rule.def;
   const type = event.type;
   const typePassed = typeOk(def.on, type);
-  const field = def.key ?? null;
-  const keyValue =
-    field === null ? partitionKey : Object.hasOwn(event, field) ? event[field] : undefined;
-  const keyPassed =
-    typeof keyValue === 'string' || (typeof keyValue === 'number' && Number.isFinite(keyValue));
+  const fields = keyFieldsOf(def.key);
+  const keyPassed = fields === undefined || keyValue(fields, event) !== undefined;
+  const raw = (f: string): unknown => (Object.hasOwn(event, f) ? event[f] : undefined);
+  const shownKey =
+    fields === undefined
+      ? partitionKey
+      : fields.length === 1
+        ? raw(fields[0] as string)
+        : Object.fromEntries(fields.map((f) => [f, raw(f)]));
   const facts: ExplainFacts = { event, models };
   const when = def.when === undefined ? undefined : explainCondition(def.when, facts);
   const verdict: RuleExplanation['verdict'] =
@@ -278,7 +285,7 @@ export function explainRule(
     verdict,
     checks: {
       type: { eventType: type, on: def.on, passed: typePassed },
-      key: { field, value: keyValue, passed: keyPassed },
+      key: { field: def.key ?? null, value: shownKey, passed: keyPassed },
       ...(when === undefined ? {} : { when }),
     },
     ...(pattern === undefined ? {} : { pattern }),

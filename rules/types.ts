@@ -119,8 +119,11 @@ export interface Rule {
   readonly description?: string;
   /** Event types the rule applies to; `"*"` for every type. */
   readonly on: readonly string[];
-  /** Field whose value keys the rule's state; default: the event's partition key. */
-  readonly key?: string;
+  /**
+   * Field whose value keys the rule's state, or a list of fields whose values together do (a
+   * composite key); default: the event's partition key.
+   */
+  readonly key?: string | readonly string[];
   readonly when?: TopCondition;
   readonly pattern?: Pattern;
   readonly alert?: AlertSpec;

@@ -55,6 +55,32 @@ function validateField(v: unknown, at: string, what: string, problems: Problem[]
   return true;
 }
 
+/** The most fields a composite key may name. */
+const MAX_KEY_FIELDS = 8;
+
+/** `key`: one field, or a list of 1-8 distinct fields (a composite key). */
+function validateKey(v: unknown, at: string, problems: Problem[]): void {
+  if (!Array.isArray(v)) {
+    validateField(v, at, 'key', problems);
+    return;
+  }
+  if (v.length === 0 || v.length > MAX_KEY_FIELDS) {
+    problems.push({
+      pointer: at,
+      message: `key as a list must name 1 to ${MAX_KEY_FIELDS} fields, e.g. ["payer", "beneficiary"]; it names ${v.length}`,
+    });
+    return;
+  }
+  v.forEach((f, i) => {
+    if (!validateField(f, pointer(at, String(i)), 'each field of key', problems)) return;
+    if (v.indexOf(f) !== i)
+      problems.push({
+        pointer: pointer(at, String(i)),
+        message: `key names the field "${f}" twice; name each field once`,
+      });
+  });
+}
+
 function validateDuration(
   v: unknown,
   at: string,
@@ -362,7 +388,7 @@ export function validateRule(
   }
   validateIdAndDescription(rule, at, problems);
   validateTypes(rule.on, pointer(at, 'on'), 'on', problems);
-  if (rule.key !== undefined) validateField(rule.key, pointer(at, 'key'), 'key', problems);
+  if (rule.key !== undefined) validateKey(rule.key, pointer(at, 'key'), problems);
   const refs = newRefs();
   const scope: ConditionScope = {
     limits,

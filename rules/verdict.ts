@@ -1,3 +1,4 @@
+import { keyValue } from './rule-key.js';
 import { evalContext, type EvalContext } from './compile-condition.js';
 import type { CompiledRule } from './compile-rule.js';
 import type { RuleSet } from './rule-set.js';
@@ -7,19 +8,13 @@ export const TRIGGER = 1;
 /** Absence rules: the event is one the rule expects (`expect.on` and `expect.when`). */
 export const EXPECTED = 2;
 
-/** The key a rule judges an event under: its `key` field, or the record's key; undefined when the field cannot be a key. */
+/** The key a rule judges an event under: its `key` fields' value, or the record's key; undefined when a field cannot be a key. */
 export function keyOf(
   rule: CompiledRule,
   event: Readonly<Record<string, unknown>>,
   recordKey: string,
 ): string | undefined {
-  if (rule.keyField === undefined) return recordKey;
-  const v = Object.hasOwn(event, rule.keyField) ? event[rule.keyField] : undefined;
-  return typeof v === 'string'
-    ? v
-    : typeof v === 'number' && Number.isFinite(v)
-      ? String(v)
-      : undefined;
+  return rule.keyFields === undefined ? recordKey : keyValue(rule.keyFields, event);
 }
 
 /** One event's evaluation context, made when the first rule needs it and shared by the others. */

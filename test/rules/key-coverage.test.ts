@@ -32,7 +32,7 @@ describe('keyCoverage: how a sample of events meets a rule keyed by its own fiel
       at({ amount: 5 }), // no type: left out
     ];
     expect(keyCoverage(rules, ['by-payee'], sample, DEFAULT_LIMITS)).toEqual([
-      { ruleId: 'by-payee', keyField: 'payee', ofItsTypes: 5, keyMissing: 2 },
+      { ruleId: 'by-payee', keyFields: ['payee'], ofItsTypes: 5, keyMissing: 2 },
     ]);
   });
 
@@ -40,9 +40,9 @@ describe('keyCoverage: how a sample of events meets a rule keyed by its own fiel
     const sample = [at({ type: 'payment', card: 'c' }), at({ type: 'login' }), at({ type: 'x' })];
     expect(
       keyCoverage(rules, ['by-record-key', 'gone', 'any-type'], sample, DEFAULT_LIMITS),
-    ).toEqual([{ ruleId: 'any-type', keyField: 'card', ofItsTypes: 3, keyMissing: 2 }]);
+    ).toEqual([{ ruleId: 'any-type', keyFields: ['card'], ofItsTypes: 3, keyMissing: 2 }]);
     expect(keyCoverage(rules, ['by-payee'], [], DEFAULT_LIMITS)).toEqual([
-      { ruleId: 'by-payee', keyField: 'payee', ofItsTypes: 0, keyMissing: 0 },
+      { ruleId: 'by-payee', keyFields: ['payee'], ofItsTypes: 0, keyMissing: 0 },
     ]);
   });
 });

@@ -108,6 +108,14 @@ export const rules = [
     when: { all: [{ fact: 'amount', operator: 'greaterThanInclusive', value: 19 }] },
     alert: { suppressFor: 50 },
   },
+  {
+    // A composite key: its state is per (card, type) pair.
+    id: 'card-type',
+    on: ['payment', 'login'],
+    key: ['card', 'type'],
+    pattern: { kind: 'threshold', aggregate: 'count', window: 150, operator: '>=', value: 2 },
+    alert: { title: 'twice {{type}} on {{card}}: {{key}}' },
+  },
 ];
 
 /**
