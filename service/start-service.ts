@@ -135,18 +135,26 @@ export async function startService(
   }
   pool.streamsReady();
   const ownership = startOwnership(pool, leases, options, log);
-  const processMetrics = await startProcessMetrics(
-    pool,
-    options,
-    ownership && (() => ownership.storeFailures()),
-  );
-  const http = await startHttp(
-    pool,
-    options.httpHost,
-    options.httpPort,
-    hooks.routes,
-    processMetrics,
-  );
+  let processMetrics: Awaited<ReturnType<typeof startProcessMetrics>> | undefined;
+  let http: Awaited<ReturnType<typeof startHttp>>;
+  try {
+    processMetrics = await startProcessMetrics(
+      pool,
+      options,
+      ownership && (() => ownership.storeFailures()),
+    );
+    http = await startHttp(pool, options.httpHost, options.httpPort, hooks.routes, processMetrics);
+  } catch (e) {
+    // A service that cannot serve (its HTTP port taken, say) must not outlive the error: its
+    // threads would keep the process up, and its leases would keep the partitions from the other
+    // processes until they expire.
+    await ownership?.stop();
+    await pool.stop();
+    await (ownership ? ownership.release() : leases?.store.close());
+    await processMetrics?.close();
+    throw e;
+  }
+  const metrics = processMetrics;
   return {
     url: http.url,
     pool,
@@ -167,7 +175,7 @@ export async function startService(
       await pool.stop();
       await ownership?.release();
       await http.close();
-      await processMetrics.close();
+      await metrics.close();
     },
   };
 }
