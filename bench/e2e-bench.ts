@@ -8,6 +8,7 @@
  *   node --import tsx bench/e2e-bench.ts --checkpoint-ms 0   no checkpoints, no redis-server
  *   node --import tsx bench/e2e-bench.ts --young-generation-mb N   workers' young generation (default: the service's)
  *   node --import tsx bench/e2e-bench.ts --out-of-order-ms N   the service's outOfOrderMs (default: the service's)
+ *   node --import tsx bench/e2e-bench.ts --load-percent N   (c)'s load, percent of the capacity the ramp finds (default 50)
  *   node --import tsx bench/e2e-bench.ts --only-checkpoint-compare   steps 0-3 (b0) only: `bench:checkpoint` runs this
  *
  * Steps, all in one run (see bench/README.md for what each figure means):
@@ -119,8 +120,14 @@ const FILL_WINDOW = 2000;
 /** Control messages of the activation measurement, and the time between them. */
 const CONTROLS = numberArg('changes', QUICK ? 20 : 40);
 const CONTROL_SPACING_MS = 250;
-/** Share of the service's capacity (with a producer beside it, see (c)'s ramp) the producer keeps up during (c). */
-const LOAD_SHARE = 0.5;
+/**
+ * Share of the service's capacity (with a producer beside it, see (c)'s ramp) the producer keeps
+ * up during (c); `--load-percent N` sets another (the target is judged at the default, 50).
+ */
+const LOAD_PERCENT = numberArg('load-percent', 50);
+if (LOAD_PERCENT < 1 || LOAD_PERCENT > 100)
+  throw new Error(`--load-percent needs 1 to 100, got ${LOAD_PERCENT}`);
+const LOAD_SHARE = LOAD_PERCENT / 100;
 /** How long each rate of (c)'s ramp runs (the ramp finds the capacity with a producer beside the service). */
 const RAMP_STEP_MS = QUICK ? 1500 : 3000;
 /** After a step, the time the service has to read the records of the step (the rest counts as not kept up with). */
@@ -1031,7 +1038,11 @@ async function main(): Promise<void> {
     "the service to read the ramp's records",
     () => 200,
   );
-  Object.assign(result, { capacityUnderLoadEventsPerSec: capacityUnderLoad, loadRamp: ramp });
+  Object.assign(result, {
+    capacityUnderLoadEventsPerSec: capacityUnderLoad,
+    loadRamp: ramp,
+    loadPercent: LOAD_PERCENT,
+  });
   const loadRate = Math.max(100, Math.round(LOAD_SHARE * capacityUnderLoad));
   log(
     `(c) ramp (${RAMP_STEP_MS / 1000} s a step: target rate, rate published, share of its records read ${RAMP_GRACE_MS} ms after it): ${ramp.map((r) => `${fmt(r.rate)}/s ${fmt(r.achieved)}/s ${r.keptUp}`).join(', ')}: capacity with a producer ≈ ${fmt(capacityUnderLoad)}/s`,
@@ -1237,9 +1248,11 @@ async function main(): Promise<void> {
   const ratio = serviceRate / ceilingRate;
   result.targetRatioMet = ratio >= 0.5;
   // 100 ms is a bucket edge: "≤ 100" (slowest partition in the (50, 100] bucket or below) is the target.
-  result.targetActivationMet = p99 <= 100;
+  // The target is set at 50% load: at another load the run says what it saw, not met or not.
+  const atTargetLoad = LOAD_PERCENT === 50;
+  if (atTargetLoad) result.targetActivationMet = p99 <= 100;
   log(
-    `targets: service ≥ 0.5 × ceiling: ${ratio >= 0.5 ? 'met' : 'NOT met'} (${ratio.toFixed(3)}; ${(serviceRateExcl / ceilingRate).toFixed(3)} excluding start-up); activation p99 < 100 ms: ${p99 <= 100 ? 'met' : 'NOT met'} (≤ ${p99} ms)`,
+    `targets: service ≥ 0.5 × ceiling: ${ratio >= 0.5 ? 'met' : 'NOT met'} (${ratio.toFixed(3)}; ${(serviceRateExcl / ceilingRate).toFixed(3)} excluding start-up); activation p99 < 100 ms: ${atTargetLoad ? (p99 <= 100 ? 'met' : 'NOT met') : `not judged at ${LOAD_PERCENT}% load`} (≤ ${p99} ms)`,
   );
   result.seconds = round((performance.now() - runStart) / 1000, 1);
 }
