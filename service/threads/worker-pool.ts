@@ -6,6 +6,7 @@ import type { VigilOptions } from '../config.js';
 import { GcPauseLog } from '../metrics/gc-pauses.js';
 import type { OwnershipStatus } from '../ownership/held-leases.js';
 import type { FromWorker, ToWorker, WorkerInit } from './worker-protocol.js';
+import { RetiredMetrics } from './retired-metrics.js';
 import type { PartitionStart, ServiceStatus, WorkerStatus } from '../status.js';
 
 /**
@@ -131,6 +132,7 @@ export class WorkerPool implements ServiceStatus {
   readonly activations = new ActivationLog();
   /** Recent long garbage-collection pauses of each worker (by worker index). */
   readonly gcPauses = new GcPauseLog();
+  private readonly retired = new RetiredMetrics();
 
   constructor(
     private readonly options: VigilOptions,
@@ -317,10 +319,12 @@ export class WorkerPool implements ServiceStatus {
         this.activations.record(m.partition, m.controlSeq, m.activationMs);
       else if (m.op === 'recycle') this.recycle(s, w, m.why);
       else if (m.op === 'stopped') {
+        if (s.worker === w) this.retired.seen(s.index, w.threadId, m.metrics);
         if (s.recycling !== undefined) s.recycling.stopped = true;
       } else if (m.op === 'gc-pause') this.gcPauses.record(s.index, m.pause);
       else if (m.op === 'log') this.log(m.level, m.message);
       else if (m.op === 'metrics') {
+        if (s.worker === w) this.retired.seen(s.index, w.threadId, m.metrics);
         this.pending.get(m.id)?.(m.metrics);
         this.pending.delete(m.id);
       }
@@ -329,6 +333,7 @@ export class WorkerPool implements ServiceStatus {
       this.log('error', `worker ${s.index} failed: ${err.stack ?? err.message}`),
     );
     w.on('exit', (code) => {
+      this.retired.retire(s.index);
       s.ready = false;
       s.worker = undefined;
       s.started.clear();
@@ -390,16 +395,21 @@ export class WorkerPool implements ServiceStatus {
     await this.slots[index]?.worker?.terminate();
   }
 
-  /** The merged metrics of every live worker. */
+  /** The merged metrics of every live worker, and the counters of those that ended (see {@link RetiredMetrics}). */
   async metrics(extra: Registry[] = []): Promise<Registry> {
+    const answered = new Set<number>();
     const parts = await Promise.all(
       this.slots.map(
         (s) =>
           new Promise<unknown>((resolve) => {
-            if (s.worker === undefined) return resolve([]);
+            const w = s.worker;
+            if (w === undefined) return resolve([]);
             const id = this.nextId++;
-            this.pending.set(id, resolve);
-            s.worker.postMessage({ op: 'metrics', id } satisfies ToWorker);
+            this.pending.set(id, (metrics) => {
+              answered.add(w.threadId);
+              resolve(metrics);
+            });
+            w.postMessage({ op: 'metrics', id } satisfies ToWorker);
             setTimeout(() => {
               if (this.pending.delete(id)) resolve([]);
             }, 5000);
@@ -407,7 +417,8 @@ export class WorkerPool implements ServiceStatus {
       ),
     );
     const own = await Promise.all(extra.map((r) => r.getMetricsAsJSON()));
-    return AggregatorRegistry.aggregate([...parts, ...own] as object[]);
+    const retired = await this.retired.parts(answered);
+    return AggregatorRegistry.aggregate([...parts, ...retired, ...own] as object[]);
   }
 
   /**

@@ -42,7 +42,8 @@ export type ToWorker =
 export type FromWorker =
   | { readonly op: 'ready' }
   | { readonly op: 'metrics'; readonly id: number; readonly metrics: unknown }
-  | { readonly op: 'stopped' }
+  /** The thread stopped cleanly; its final metrics, for the totals to carry over. */
+  | { readonly op: 'stopped'; readonly metrics: unknown }
   /** Whether the worker's last checkpoints succeeded (readiness shows it). */
   | { readonly op: 'checkpoints'; readonly ok: boolean }
   /** The worker's NATS connection went away or came back: it judges nothing meanwhile. */

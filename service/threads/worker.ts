@@ -235,7 +235,7 @@ class WorkerThread {
     await r.publisher.flush();
     await r.nats.nc.drain();
     this.stopWatchingGc();
-    this.post({ op: 'stopped' });
+    this.post({ op: 'stopped', metrics: await this.metrics.registry.getMetricsAsJSON() });
     this.port.close();
   }
 }

@@ -125,7 +125,13 @@ describe('worker threads replaced after mass expiry (real nats-server and redis-
         ),
       ),
     ).toBe(true);
-    expect(metricSum(await metrics(), 'vigil_worker_recycles_total')).toBe(1);
+    const after = await metrics();
+    expect(metricSum(after, 'vigil_worker_recycles_total')).toBe(1);
+    // The old thread's counters carry over: totals never fall when a thread is replaced.
+    expect(metricSum(after, 'vigil_events_total', ['outcome', 'judged'])).toBeGreaterThanOrEqual(
+      KEYS + 1,
+    );
+    expect(metricSum(after, 'vigil_state_expired_total')).toBeGreaterThanOrEqual(KEYS);
 
     // The second login is judged with the first one's count, restored in the new thread.
     await servers.js.publish('events.keep', JSON.stringify({ type: 'login', ts: Date.now() }));
