@@ -135,6 +135,12 @@ export async function startService(
   }
   pool.streamsReady();
   const ownership = startOwnership(pool, leases, options, log);
+  const stopRuntime = async (): Promise<void> => {
+    // Rebalancing ends, the workers checkpoint every partition, then the leases are released.
+    await ownership?.stop();
+    await pool.stop();
+    await ownership?.release();
+  };
   let processMetrics: Awaited<ReturnType<typeof startProcessMetrics>> | undefined;
   let http: Awaited<ReturnType<typeof startHttp>>;
   try {
@@ -148,9 +154,7 @@ export async function startService(
     // A service that cannot serve (its HTTP port taken, say) must not outlive the error: its
     // threads would keep the process up, and its leases would keep the partitions from the other
     // processes until they expire.
-    await ownership?.stop();
-    await pool.stop();
-    await (ownership ? ownership.release() : leases?.store.close());
+    await stopRuntime();
     await processMetrics?.close();
     throw e;
   }
@@ -170,10 +174,7 @@ export async function startService(
     },
     ownership,
     async stop() {
-      // Rebalancing ends, the workers checkpoint every partition, then the leases are released.
-      await ownership?.stop();
-      await pool.stop();
-      await ownership?.release();
+      await stopRuntime();
       await http.close();
       await metrics.close();
     },
