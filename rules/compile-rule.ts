@@ -1,4 +1,4 @@
-import { keyFieldsOf, sameKeyFields } from './rule-key.js';
+import { keyFieldsOf, keySpaceOf, sameKeyFields } from './rule-key.js';
 import {
   compileCondition,
   compileConditionInfo,
@@ -77,6 +77,8 @@ export interface CompiledRule {
   readonly guard: readonly Guard[] | undefined;
   /** The fields of the rule's `key`; undefined when it is keyed by the partition key. */
   readonly keyFields: readonly string[] | undefined;
+  /** The key space of `keyFields` (see `keySpaceOf`); undefined when keyed by the partition key. */
+  readonly keySpace: string | undefined;
   readonly pattern: CompiledPattern | undefined;
   readonly severity: string;
   readonly title: (vars: (name: string) => unknown) => string;
@@ -197,6 +199,7 @@ export function compileRule(
         ? undefined
         : conditionGuard(rule.when as TopCondition),
     keyFields: keyFieldsOf(rule.key),
+    keySpace: rule.key === undefined ? undefined : keySpaceOf(keyFieldsOf(rule.key) ?? []),
     pattern: compilePattern(rule),
     severity: rule.alert?.severity ?? 'medium',
     title: title.render,

@@ -10,6 +10,8 @@ export const InvalidReason = {
   badTs: 'bad-ts',
   /** A tick whose time is beyond the future limit of the time the log stored it. */
   badTick: 'bad-tick',
+  /** A forwarded record or source report (re-keying hop) from no source of the partition, or at a partition of the event log. */
+  badForward: 'bad-forward',
   forbiddenField: 'forbidden-field',
   tooDeep: 'too-deep',
   badNumber: 'bad-number',

@@ -53,6 +53,8 @@ export {
   type ParseEventResult,
   type ParsedEvent,
 } from './event.js';
+export { keySpaceOf } from './rule-key.js';
+export { rekeyed, type Forward, type RekeyOptions } from './downstream.js';
 export { FORBIDDEN_NAMES, parsePath, resolveSegments } from './json-path.js';
 export { DEFAULT_LIMITS, resolveLimits, type RuleLimits } from './limits.js';
 export {
@@ -65,15 +67,18 @@ export {
 } from './models.js';
 export { DECORATOR_NAMES, OPERATOR_NAMES, resolveOperator, type OperatorFn } from './operators.js';
 export {
+  createDownstream,
   createPartition,
   processRecord,
   keyedStateCount,
+  sourceHorizon,
   keyExpiry,
   stateArenaBytes,
   stateLineages,
   type InvalidEvent,
   type LateEvent,
   type Overflow,
+  type DownstreamOptions,
   type PartitionOptions,
   type PartitionRecord,
   type PartitionState,

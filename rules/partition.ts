@@ -19,6 +19,8 @@ import { LineageIndex } from './lineage-index.js';
 import { KeyedStates, type KeyStates, type StateList } from './keyed-states.js';
 import { lineageNumber } from './lineage-number.js';
 import { DEFAULT_LIMITS, type RuleLimits } from './limits.js';
+import { keySpaceOf } from './rule-key.js';
+import { Downstream, rekeyed, type Forward, type RekeyOptions } from './downstream.js';
 import { expiryBucket, expiryOn, ExpiryQueue, ExpiryReason } from './expiry.js';
 import { stateEnd } from './state-end.js';
 import type { RuleSet } from './rule-set.js';
@@ -49,12 +51,50 @@ export type PartitionRecord =
       readonly seq: number;
       readonly ts: number;
       readonly storedAt?: number;
+    }
+  /**
+   * Downstream of a re-keying hop (see `downstream.ts`): an event source partition `src`
+   * forwarded, judged there under `ruleSet`, with the source's watermark after it.
+   */
+  | {
+      readonly kind: 'forward';
+      readonly seq: number;
+      readonly src: number;
+      readonly srcSeq: number;
+      readonly ruleSet: RuleSet;
+      readonly watermark: number;
+      readonly key: string;
+      readonly data: unknown;
+      readonly publishTs: number;
+    }
+  /**
+   * Downstream: source partition `src`'s watermark, the rule set in force there and its horizon
+   * (see {@link sourceHorizon}). A source reports at each epoch marker it applies, so the first
+   * report of a rule set carries the horizon at its marker; it may report more often.
+   */
+  | {
+      readonly kind: 'report';
+      readonly seq: number;
+      readonly src: number;
+      readonly ruleSet: RuleSet;
+      readonly watermark: number;
+      readonly horizon: number;
     };
 
 export interface PartitionOptions {
   readonly partition: number;
   /** Bounded out-of-orderness: events may arrive up to this much behind the newest one. Default 0. */
   readonly outOfOrderMs?: number;
+  readonly limits?: RuleLimits;
+  /** Given, the partition forwards the events of re-keyed rules instead of judging them (see `downstream.ts`). */
+  readonly rekey?: RekeyOptions;
+}
+
+/** A downstream partition of key space `space`, fed by `sources` source partitions. */
+export interface DownstreamOptions {
+  readonly partition: number;
+  readonly space: string;
+  readonly sources: number;
   readonly limits?: RuleLimits;
 }
 
@@ -93,6 +133,8 @@ export interface ProcessResult {
   readonly matched: string[];
   /** Ids of the rules of the event's type it did not meet because it lacks their `key` field (or holds no string or number there). */
   readonly keyMissing: string[];
+  /** The event as forwarded to the key spaces of its re-keyed rules, one per key space. */
+  readonly forwards: Forward[];
   /** Alerts held back by `alert.suppressFor`. */
   suppressed: number;
   /** The control sequence a marker brought into force. */
@@ -101,7 +143,10 @@ export interface ProcessResult {
 
 export interface Buffered {
   readonly ts: number;
+  /** The event's position in its partition's log (downstream: in its source's), which orders events of one time and names them in alerts. */
   readonly seq: number;
+  /** Downstream: the position of the forwarded record in the partition's own log, which checkpoints go by. */
+  readonly pos?: number;
   readonly id: string | undefined;
   /**
    * The record's key (its subject's), which rules without a `key` field judge the event under:
@@ -135,10 +180,18 @@ export interface PartitionState {
   readonly partition: number;
   readonly outOfOrderMs: number;
   readonly limits: RuleLimits;
+  /** Whether the partition forwards the events of re-keyed rules (see `downstream.ts`). */
+  readonly rekey: boolean;
+  /** With `rekey`: the key space of the partition key, whose rules stay here. */
+  readonly localSpace: string | undefined;
+  /** A downstream partition's sources and changes; undefined for a partition of the event log. */
+  readonly down: Downstream | undefined;
   ruleSet: RuleSet;
   /** Sequence of the last record processed. */
   offset: number;
   maxTs: number;
+  /** The latest time of an event judged here (it may run ahead of `maxTs`, which the log's clock caps). */
+  maxEventTs: number;
   /** Every event at or before this time has been seen; an event at or before it is late. */
   watermark: number;
   readonly buffer: Heap<Buffered>;
@@ -209,13 +262,44 @@ export function createPartition(ruleSet: RuleSet, options: PartitionOptions): Pa
   const outOfOrderMs = options.outOfOrderMs ?? 0;
   if (!Number.isSafeInteger(outOfOrderMs) || outOfOrderMs < 0)
     throw new RangeError(`outOfOrderMs must be a non-negative integer, got ${outOfOrderMs}`);
+  const pk = options.rekey?.partitionKey;
+  return newState(ruleSet, options.partition, outOfOrderMs, options.limits, {
+    rekey: options.rekey !== undefined,
+    localSpace: pk === undefined ? undefined : keySpaceOf(pk),
+    down: undefined,
+  });
+}
+
+/**
+ * A new downstream partition of a re-keying hop (see `downstream.ts`). Its rule set in force
+ * starts empty and follows the changes its sources report; its events bring their own.
+ */
+export function createDownstream(ruleSet: RuleSet, options: DownstreamOptions): PartitionState {
+  return newState(ruleSet, options.partition, 0, options.limits, {
+    rekey: false,
+    localSpace: undefined,
+    down: new Downstream(options.space, options.sources),
+  });
+}
+
+function newState(
+  ruleSet: RuleSet,
+  partition: number,
+  outOfOrderMs: number,
+  limits: RuleLimits | undefined,
+  hop: Pick<PartitionState, 'rekey' | 'localSpace' | 'down'>,
+): PartitionState {
   return {
-    partition: options.partition,
+    partition,
     outOfOrderMs,
-    limits: options.limits ?? DEFAULT_LIMITS,
+    limits: limits ?? DEFAULT_LIMITS,
+    rekey: hop.rekey,
+    localSpace: hop.localSpace,
+    down: hop.down,
     ruleSet,
     offset: 0,
     maxTs: -Infinity,
+    maxEventTs: -Infinity,
     watermark: -Infinity,
     buffer: new Heap(bufferOrder),
     tags: new Map(),
@@ -243,7 +327,8 @@ export function createPartition(ruleSet: RuleSet, options: PartitionOptions): Pa
  */
 const NONE: never[] = Object.freeze([]) as unknown as never[];
 
-type Lists = 'alerts' | 'late' | 'invalid' | 'errors' | 'overflows' | 'matched' | 'keyMissing';
+type Lists =
+  'alerts' | 'late' | 'invalid' | 'errors' | 'overflows' | 'matched' | 'keyMissing' | 'forwards';
 type MutableResult = { -readonly [K in keyof ProcessResult]: ProcessResult[K] };
 
 function newResult(): ProcessResult {
@@ -255,6 +340,7 @@ function newResult(): ProcessResult {
     overflows: NONE,
     matched: NONE,
     keyMissing: NONE,
+    forwards: NONE,
     suppressed: 0,
     applied: undefined,
   };
@@ -480,6 +566,8 @@ function hostFor(st: PartitionState, out: ProcessResult): Host {
 }
 
 function host(st: PartitionState): Host {
+  // A downstream partition's alerts are named apart from the event log's partition of its number.
+  const scope = st.down === undefined ? `${st.partition}` : `${st.partition}~${st.down.space}`;
   const h: Host = {
     out: newResult(),
     limits: st.limits,
@@ -505,7 +593,7 @@ function host(st: PartitionState): Host {
               : undefined;
       add(h.out, 'alerts', {
         // Partition and state epoch make the cause unique even for key- and window-based alerts.
-        id: alertId(rule.id, rule.version, `${st.partition}|${rule.stateEpoch}|${a.idParts}`),
+        id: alertId(rule.id, rule.version, `${scope}|${rule.stateEpoch}|${a.idParts}`),
         ruleId: rule.id,
         ruleVersion: rule.version,
         severity: rule.severity,
@@ -551,7 +639,7 @@ function onEvent(
   st: PartitionState,
   rec: Extract<PartitionRecord, { kind: 'event' }>,
   out: ProcessResult,
-  h: OperatorHost,
+  h: Host,
 ): void {
   const parsed = parseEvent(rec.data, rec.publishTs, st.limits);
   if (!parsed.ok) {
@@ -568,6 +656,9 @@ function onEvent(
   let ref: EventRef | undefined;
   const lc = new LazyContext(event, rs, hostile);
   let hits: Hits | undefined;
+  // The key spaces the event goes to and its key in each, side by side (rarely more than one).
+  let spaces: string[] | undefined;
+  let spaceKeys: string[] | undefined;
   const rules = rs.rulesFor(type);
   // A hostile event is judged exhaustively, where a rule skipped on its guard could have thrown.
   const skipped = hostile ? undefined : rs.guardsFor(type).skipped(event);
@@ -594,6 +685,14 @@ function onEvent(
     }
     const trigger = (v & TRIGGER) !== 0;
     if (trigger) add(out, 'matched', rule.id);
+    if (st.rekey && rekeyed(rule, st.localSpace)) {
+      const space = rule.keySpace as string;
+      if (v !== 0 && (spaces === undefined || !spaces.includes(space))) {
+        (spaces ??= []).push(space);
+        (spaceKeys ??= []).push(key);
+      }
+      continue;
+    }
     if (rule.pattern === undefined) {
       if (!trigger) continue;
       const suppressing = rule.suppressForMs > 0;
@@ -633,17 +732,154 @@ function onEvent(
     st.buffer.push(b);
     tag(st, b);
   }
+  if (spaces !== undefined) {
+    const text = parsed.text ?? JSON.stringify(event);
+    for (let i = 0; i < spaces.length; i++)
+      add(out, 'forwards', {
+        space: spaces[i] as string,
+        key: (spaceKeys as string[])[i] as string,
+        srcSeq: rec.seq,
+        controlSeq: rs.controlSeq,
+        ts,
+        publishTs: rec.publishTs,
+        text,
+      });
+  }
+  if (ts > st.maxEventTs) st.maxEventTs = ts;
   // Event time moves no further than the log's own clock: an event whose `ts` runs ahead of the
   // time it was stored (a producer's clock ahead, or a bad one inside the future limit) is judged
   // at its `ts`, but cannot push the watermark past events stored after it in time.
   advance(st, ts < rec.publishTs ? ts : rec.publishTs, h);
 }
 
+/** The source of a forwarded record or report, or undefined (and the record refused) when it names none. */
+function sourceOf(
+  st: PartitionState,
+  rec: Extract<PartitionRecord, { kind: 'forward' | 'report' }>,
+  out: ProcessResult,
+): Downstream | undefined {
+  const d = st.down;
+  if (d !== undefined && d.isSource(rec.src)) return d;
+  add(out, 'invalid', {
+    seq: rec.seq,
+    reason: InvalidReason.badForward,
+    message:
+      d === undefined
+        ? `partition ${st.partition} is not downstream of a re-keying hop: only Vigil's sources forward records, to downstream partitions`
+        : `source partition ${rec.src} is not one of the ${d.sources} sources of key space "${d.space}"`,
+  });
+  return undefined;
+}
+
+/**
+ * Judges a forwarded event under the rule set it was judged under at its source, by the rules of
+ * this partition's key space. Every hit waits for the watermark, pattern or not: alerts and
+ * suppression then follow event time, not the order in which the sources' records arrived.
+ * Missing keys and rule errors were counted at the source and are not counted again.
+ */
+function onForward(
+  st: PartitionState,
+  rec: Extract<PartitionRecord, { kind: 'forward' }>,
+  out: ProcessResult,
+  h: Host,
+): void {
+  const d = sourceOf(st, rec, out);
+  if (d === undefined) return;
+  const src = rec.src;
+  // A source replaying after a restart forwards again what it forwarded before.
+  if (rec.srcSeq > (d.taken[src] as number)) {
+    d.taken[src] = rec.srcSeq;
+    judgeForward(st, d, rec, out);
+  }
+  advanceTo(st, d.hear(src, rec.watermark), h);
+}
+
+function judgeForward(
+  st: PartitionState,
+  d: Downstream,
+  rec: Extract<PartitionRecord, { kind: 'forward' }>,
+  out: ProcessResult,
+): void {
+  const parsed = parseEvent(rec.data, rec.publishTs, st.limits);
+  if (!parsed.ok) {
+    add(out, 'invalid', { seq: rec.seq, reason: parsed.reason, message: parsed.message });
+    return;
+  }
+  const { event, type, ts, id, hostile } = parsed;
+  // The source judged it in time; only a forged record (or a source's bad watermark) is late here.
+  if (ts <= st.watermark) {
+    add(out, 'late', { seq: rec.seq, ts, watermark: st.watermark });
+    return;
+  }
+  const rs = rec.ruleSet;
+  const lc = new LazyContext(event, rs, hostile);
+  let hits: Hits | undefined;
+  const rules = rs.rulesFor(type);
+  const skipped = hostile ? undefined : rs.guardsFor(type).skipped(event);
+  for (let i = 0; i < rules.length; i++) {
+    if (skipped !== undefined && skipped[i] === 1) continue;
+    const rule = rules[i] as CompiledRule;
+    if (rule.keySpace !== d.space || !rekeyed(rule, undefined)) continue;
+    const key = keyOf(rule, event, rec.key);
+    if (key === undefined) continue;
+    let v = 0;
+    try {
+      v = ruleVerdict(rule, type, lc);
+    } catch {
+      continue;
+    }
+    if (v !== 0) (hits ??= new Hits(rec.key)).add(rule, key, v);
+  }
+  if (hits === undefined) return;
+  hits.trim();
+  const b: Buffered = {
+    ts,
+    seq: rec.srcSeq,
+    pos: rec.seq,
+    id,
+    key: parsed.text !== undefined ? rec.key : undefined,
+    event,
+    text: parsed.text,
+    hostile,
+    ruleSet: rs,
+    hits,
+  };
+  st.buffer.push(b);
+  tag(st, b);
+}
+
+/** Takes a source's report: its watermark, and the change it applied with its horizon there. */
+function onReport(
+  st: PartitionState,
+  rec: Extract<PartitionRecord, { kind: 'report' }>,
+  out: ProcessResult,
+  h: Host,
+): void {
+  const d = sourceOf(st, rec, out);
+  if (d === undefined) return;
+  d.report(rec.src, rec.ruleSet, rec.horizon);
+  advanceTo(st, d.hear(rec.src, rec.watermark), h);
+}
+
+/** Downstream: the watermark is the minimum of the sources'. */
+function advanceTo(st: PartitionState, watermark: number, h: Host): void {
+  if (watermark > st.watermark) st.watermark = watermark;
+  release(st, h);
+}
+
+/**
+ * The latest event time a source partition has seen (judged events and ticks): every event it
+ * judged so far is at or before it. Reported at epoch markers (see `downstream.ts`).
+ */
+export function sourceHorizon(st: PartitionState): number {
+  return Math.max(st.maxTs, st.maxEventTs);
+}
+
 function onTick(
   st: PartitionState,
   rec: Extract<PartitionRecord, { kind: 'tick' }>,
   out: ProcessResult,
-  h: OperatorHost,
+  h: Host,
 ): void {
   const at = rec.storedAt;
   if (at !== undefined && rec.ts > at + st.limits.maxEventFutureMs) {
@@ -657,7 +893,7 @@ function onTick(
   advance(st, at === undefined || rec.ts < at ? rec.ts : at, h);
 }
 
-function advance(st: PartitionState, ts: number, h: OperatorHost): void {
+function advance(st: PartitionState, ts: number, h: Host): void {
   if (ts > st.maxTs) {
     st.maxTs = ts;
     st.watermark = Math.max(st.watermark, ts - st.outOfOrderMs - 1);
@@ -666,12 +902,12 @@ function advance(st: PartitionState, ts: number, h: OperatorHost): void {
 }
 
 /** Releases buffered events up to the watermark in (ts, seq) order, firing due timers first. */
-function release(st: PartitionState, h: OperatorHost): void {
+function release(st: PartitionState, h: Host): void {
   for (let b = st.buffer.peek(); b !== undefined && b.ts <= st.watermark; b = st.buffer.peek()) {
     st.buffer.pop();
     // Timers strictly before the event fire first: an event exactly at a deadline is too late to cancel it.
-    fireTimers(st, b.ts - 1, h);
-    expireKeys(st, b.ts - 1);
+    catchUp(st, b.ts - 1, h);
+    st.down?.noteReleased(b.ruleSet, st.ruleSet);
     const ref: EventRef = Object.freeze(
       b.id === undefined ? { seq: b.seq, ts: b.ts } : { seq: b.seq, id: b.id, ts: b.ts },
     );
@@ -703,8 +939,24 @@ function release(st: PartitionState, h: OperatorHost): void {
     }
     untag(st, b);
   }
-  fireTimers(st, st.watermark, h);
-  expireKeys(st, st.watermark);
+  catchUp(st, st.watermark, h);
+}
+
+/**
+ * Fires the timers and expires the keys due up to `upTo`. Downstream, the changes that take
+ * force by then are applied at their point of event time, after the timers due there.
+ */
+function catchUp(st: PartitionState, upTo: number, h: Host): void {
+  const d = st.down;
+  if (d !== undefined)
+    for (let c = d.ready[0]; c !== undefined && c.end <= upTo; c = d.ready[0]) {
+      fireTimers(st, c.end, h);
+      expireKeys(st, c.end);
+      d.ready.shift();
+      applyRuleSet(st, c.ruleSet, h.out);
+    }
+  fireTimers(st, upTo, h);
+  expireKeys(st, upTo);
 }
 
 /**
@@ -794,7 +1046,7 @@ function expireKey(st: PartitionState, key: string, bucket: number): void {
 /** Counts a buffered event's rule set as in use, and its lineages when that is not the current rule set (see `hitCounts`). */
 export function tag(st: PartitionState, b: Buffered): void {
   st.tags.set(b.ruleSet, (st.tags.get(b.ruleSet) ?? 0) + 1);
-  if (b.ruleSet !== st.ruleSet) countHits(st, b);
+  if (b.ruleSet !== st.ruleSet && st.down === undefined) countHits(st, b);
 }
 
 /** Adds a buffered event's hits to `hitCounts`. */
@@ -811,7 +1063,7 @@ function untag(st: PartitionState, b: Buffered): void {
   const left = (st.tags.get(b.ruleSet) ?? 1) - 1;
   if (left > 0) st.tags.set(b.ruleSet, left);
   else st.tags.delete(b.ruleSet);
-  if (b.ruleSet === st.ruleSet) return;
+  if (b.ruleSet === st.ruleSet || st.down !== undefined) return;
   for (const rule of b.hits.rules) {
     const sid = rule.sid;
     const n = (st.hitCounts.get(sid) ?? 1) - 1;
@@ -844,29 +1096,49 @@ function applyHit(
   } else if (p?.kind === 'sequence') {
     if (trigger) sequenceEvent(rule, p, ks, e, h);
   } else if (p?.kind === 'absence') absenceEvent(rule, p, ks, e, h);
+  else if (p === undefined && trigger)
+    // Downstream only: a rule with no pattern keyed to this key space alerts in event-time order.
+    h.alert(rule, ks, {
+      key,
+      ts: e.ref.ts,
+      events: [e.ref],
+      values: {},
+      idParts: `e|${e.ref.seq}`,
+      fields: e.event,
+    });
   saveState(st, rule, key, ks);
 }
 
-/** Every rule version that may write to a lineage: the current rule set's, and those of older rule sets still in use. */
+/**
+ * The other rule sets whose versions may run a lineage: those of buffered events; downstream,
+ * where events bring newer rule sets than the one in force and in any order, the newer ones that
+ * released events were judged under (which depends on event time only).
+ */
+function ruleSetsInPlay(st: PartitionState): Iterable<RuleSet> {
+  return st.down === undefined ? st.tags.keys() : st.down.released.values();
+}
+
+/** Every rule version that may write to a lineage: the current rule set's, and those of other rule sets in play. */
 function lineageRules(st: PartitionState, ruleId: string, epoch: number): CompiledRule[] {
   const out: CompiledRule[] = [];
   const cur = st.ruleSet.rules.get(ruleId);
   if (cur?.stateEpoch === epoch) out.push(cur);
-  for (const rs of st.tags.keys()) {
+  for (const rs of ruleSetsInPlay(st)) {
     const r = rs.rules.get(ruleId);
     if (r?.stateEpoch === epoch && !out.includes(r)) out.push(r);
   }
   return out;
 }
 
-/** The newest rule version that writes to a lineage: the current rule set first, then older ones still in use. */
+/** The newest rule version that writes to a lineage: the current rule set first (downstream: last), then the others in play. */
 function lineageRule(st: PartitionState, ruleId: string, epoch: number): CompiledRule | undefined {
   const cur = st.ruleSet.rules.get(ruleId);
-  if (cur?.stateEpoch === epoch) return cur;
-  // The newest older rule set wins; choosing by control sequence keeps this independent of map order.
-  let best: CompiledRule | undefined;
+  // Downstream the rule sets in play are newer than the one in force.
+  if (cur?.stateEpoch === epoch && st.down === undefined) return cur;
+  // The newest other rule set wins; choosing by control sequence keeps this independent of map order.
+  let best: CompiledRule | undefined = cur?.stateEpoch === epoch ? cur : undefined;
   let bestSeq = -1;
-  for (const rs of st.tags.keys()) {
+  for (const rs of ruleSetsInPlay(st)) {
     const r = rs.rules.get(ruleId);
     if (r?.stateEpoch === epoch && rs.controlSeq > bestSeq) {
       best = r;
@@ -906,7 +1178,16 @@ function collectLineages(st: PartitionState, previous: RuleSet): void {
   const held = new Set([...st.lineageKeys.keys(), ...st.lineageIndex.lineages()]);
   if (st.raw.size > 0) for (const sid of previous.stateIds) held.add(sid);
   for (const sid of held)
-    if (!st.ruleSet.stateIds.has(sid) && !st.hitCounts.has(sid)) dropLineage(st, sid);
+    if (!st.ruleSet.stateIds.has(sid) && !st.hitCounts.has(sid) && !releasedHold(st, sid))
+      dropLineage(st, sid);
+}
+
+/** Downstream: whether a lineage belongs to a newer rule set than the one in force that released events were judged under. */
+function releasedHold(st: PartitionState, sid: string): boolean {
+  const d = st.down;
+  if (d === undefined) return false;
+  for (const rs of d.released.values()) if (rs.stateIds.has(sid)) return true;
+  return false;
 }
 
 function onMarker(
@@ -914,13 +1195,20 @@ function onMarker(
   rec: Extract<PartitionRecord, { kind: 'marker' }>,
   out: ProcessResult,
 ): void {
+  applyRuleSet(st, rec.ruleSet, out);
+}
+
+/** Puts a rule set in force, dropping the lineages nothing uses any more. */
+function applyRuleSet(st: PartitionState, ruleSet: RuleSet, out: ProcessResult): void {
   // A marker for a control sequence already in force (a duplicate, or one written twice during a handoff) changes nothing.
-  if (rec.ruleSet.controlSeq <= st.ruleSet.controlSeq) return;
+  if (ruleSet.controlSeq <= st.ruleSet.controlSeq) return;
   const previous = st.ruleSet;
-  st.ruleSet = rec.ruleSet;
-  out.applied = rec.ruleSet.controlSeq;
+  st.ruleSet = ruleSet;
+  out.applied = ruleSet.controlSeq;
+  // Downstream, lineages live by the rule sets in force and released (see `lineageRules`), not by buffered events.
+  if (st.down !== undefined) st.down.forgetUpTo(ruleSet.controlSeq);
   // The events judged under the rule set that was current now hold their lineages by count.
-  if (st.tags.has(previous))
+  else if (st.tags.has(previous))
     for (const b of st.buffer.unordered()) if (b.ruleSet === previous) countHits(st, b);
   collectLineages(st, previous);
 }
@@ -935,6 +1223,15 @@ export function processRecord(st: PartitionState, rec: PartitionRecord): Process
   // A record at or before the offset was processed already (a redelivery after a restore): skip it.
   if (rec.seq <= st.offset) return out;
   const h = hostFor(st, out);
+  if (st.down !== undefined && rec.kind !== 'forward' && rec.kind !== 'report') {
+    add(out, 'invalid', {
+      seq: rec.seq,
+      reason: InvalidReason.badForward,
+      message: `a downstream partition of key space "${st.down.space}" takes forwarded records and source reports only, not a ${rec.kind}`,
+    });
+    st.offset = rec.seq;
+    return out;
+  }
   switch (rec.kind) {
     case 'event':
       onEvent(st, rec, out, h);
@@ -944,6 +1241,12 @@ export function processRecord(st: PartitionState, rec: PartitionRecord): Process
       break;
     case 'tick':
       onTick(st, rec, out, h);
+      break;
+    case 'forward':
+      onForward(st, rec, out, h);
+      break;
+    case 'report':
+      onReport(st, rec, out, h);
       break;
   }
   st.offset = rec.seq;

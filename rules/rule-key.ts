@@ -50,3 +50,25 @@ export function sameKeyFields(
   if (fa === undefined || fb === undefined) return fa === fb;
   return fa.length === fb.length && fa.every((f, i) => f === fb[i]);
 }
+
+const TOKEN_FIELD = /^[A-Za-z0-9_-]{1,40}$/;
+
+/**
+ * The name of the key space of a rule keyed by `fields`: the rules keyed by the same fields in the
+ * same order share it, and their events are re-keyed to its partitions. One subject token: the
+ * fields joined by `~` when each is a plain name (`beneficiary`, `card~type`), otherwise `=` and
+ * a 64-bit hash of the list (`=` and `~` are in no plain name, so the two forms never meet).
+ */
+export function keySpaceOf(fields: readonly string[]): string {
+  if (fields.every((f) => TOKEN_FIELD.test(f))) return fields.join('~');
+  // Two FNV-1a passes with different offsets over the JSON list: stable across processes.
+  const text = JSON.stringify(fields);
+  let a = 0x811c9dc5;
+  let b = 0x01000193;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    a = Math.imul(a ^ c, 0x01000193) >>> 0;
+    b = Math.imul(b ^ c, 0x01000193) >>> 0;
+  }
+  return `=${a.toString(16).padStart(8, '0')}${b.toString(16).padStart(8, '0')}`;
+}

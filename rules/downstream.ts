@@ -1,0 +1,167 @@
+/**
+ * The re-keying hop, pure. A rule keyed by fields other than the partition key (a key space) needs
+ * every event of its key in one place. The owner of a source partition judges each event's `on`
+ * and `when` under the rule set in force there and forwards the events some rule of a key space
+ * needs, once per key space, to the downstream partition of the key. A downstream partition
+ * hears from every source partition and must give the same alerts whatever the interleaving of
+ * their records, so everything it decides is a function of the source logs:
+ *
+ * - **Rules.** A forwarded event carries the rule set in force where it was judged at the source
+ *   and is judged downstream under it (aligned activation across the hop).
+ * - **Event time.** Each source's records carry its watermark (lateness is decided at the
+ *   source); the downstream watermark is their minimum, so a slow source holds the downstream
+ *   back rather than making its events late. Events are released in (time, source sequence)
+ *   order: the source sequence is the event's position in `EVENTS`, unique over all partitions.
+ * - **Changes.** At each epoch marker it applies, a source reports the control sequence and its
+ *   horizon: the latest event time it has seen, so every event it judged under an earlier rule set
+ *   is at or before it. Once every source has reported a change, it takes force downstream at the
+ *   latest of their horizons, in event time: lineages that the new rule set drops end there (their
+ *   timers due by then fire), and later timers run under the new versions. No source that has not
+ *   reported can have its watermark past that point, so it is never in the downstream's past.
+ * - **Duplicates.** A source that replays after a crash forwards again what it forwarded before;
+ *   the downstream drops what is at or below the highest source sequence it has taken from it.
+ */
+import type { CompiledRule } from './compile-rule.js';
+import type { RuleSet } from './rule-set.js';
+
+/** Which rules are re-keyed: given to a source partition. */
+export interface RekeyOptions {
+  /**
+   * The event field(s) the partition key is: rules keyed by exactly these stay in the source
+   * partition (their key is the record's). Unset: every rule with a `key` is re-keyed.
+   */
+  readonly partitionKey?: readonly string[];
+}
+
+/** An event a source partition forwards to the key space `space`, keyed there by `key`. */
+export interface Forward {
+  readonly space: string;
+  readonly key: string;
+  /** The event's position in the source log (in `EVENTS`, unique over all partitions). */
+  readonly srcSeq: number;
+  /** The control sequence of the rule set the source judged it under. */
+  readonly controlSeq: number;
+  readonly ts: number;
+  /** When the source log stored it: the downstream parses the text exactly as the source did. */
+  readonly publishTs: number;
+  readonly text: string;
+}
+
+/** A change that every source has reported: it takes force at event time `end`. */
+interface ReadyChange {
+  readonly ruleSet: RuleSet;
+  readonly end: number;
+}
+
+/** What a downstream partition knows of its sources and of the changes they reported. */
+export class Downstream {
+  /** Each source's watermark as last heard. */
+  readonly watermarks: Float64Array;
+  /** Each source's highest forwarded sequence taken (duplicates are at or below it). */
+  readonly taken: Float64Array;
+  /** Each source's latest reported control sequence. */
+  readonly reported: Float64Array;
+  /**
+   * Each source's reports of changes not yet ready, in order: the rule set and the source's
+   * horizon at its marker. A change is ready once every source has reported it or a later one.
+   */
+  readonly pending: { readonly ruleSet: RuleSet; readonly horizon: number }[][];
+  /** Ready changes not yet in force, in control order (their ends never decrease). */
+  readonly ready: ReadyChange[] = [];
+  /**
+   * Rule sets newer than the one in force that released events were judged under: with the one
+   * in force, the versions that run a lineage's timers and expiry. Only released events count,
+   * so what is here at a point of event time does not depend on what has arrived.
+   */
+  readonly released = new Map<number, RuleSet>();
+
+  constructor(
+    /** The key space (see `keySpaceOf`). */
+    readonly space: string,
+    /** How many source partitions forward to it. */
+    readonly sources: number,
+  ) {
+    if (!Number.isSafeInteger(sources) || sources < 1)
+      throw new RangeError(`sources must be a positive integer, got ${sources}`);
+    this.watermarks = new Float64Array(sources).fill(-Infinity);
+    this.taken = new Float64Array(sources);
+    this.reported = new Float64Array(sources);
+    this.pending = Array.from({ length: sources }, () => []);
+  }
+
+  /** Whether `src` names a source of this partition. */
+  isSource(src: number): boolean {
+    return Number.isInteger(src) && src >= 0 && src < this.sources;
+  }
+
+  /** Raises a source's watermark; the new minimum over the sources. */
+  hear(src: number, watermark: number): number {
+    const w = this.watermarks;
+    if (watermark > (w[src] as number)) w[src] = watermark;
+    let min = Infinity;
+    for (let i = 0; i < w.length; i++) if ((w[i] as number) < min) min = w[i] as number;
+    return min;
+  }
+
+  /**
+   * Takes a source's report of the change to `ruleSet` at its marker, with its horizon there,
+   * and readies the changes every source has now reported. A report of a change the source
+   * reported already (a replay) changes nothing.
+   */
+  report(src: number, ruleSet: RuleSet, horizon: number): void {
+    const c = ruleSet.controlSeq;
+    if (c <= (this.reported[src] as number)) return;
+    this.reported[src] = c;
+    (this.pending[src] as { ruleSet: RuleSet; horizon: number }[]).push({ ruleSet, horizon });
+    let upTo = Infinity;
+    for (let i = 0; i < this.sources; i++) upTo = Math.min(upTo, this.reported[i] as number);
+    const last = this.ready.at(-1)?.ruleSet.controlSeq ?? 0;
+    // The changes reported by any source, after the last ready one and up to what all reported.
+    const seqs = new Map<number, RuleSet>();
+    for (const list of this.pending)
+      for (const r of list) {
+        const rc = r.ruleSet.controlSeq;
+        if (rc > last && rc <= upTo) seqs.set(rc, r.ruleSet);
+      }
+    for (const cs of [...seqs.keys()].sort((a, b) => a - b)) {
+      // A source that skipped `cs` (a later marker first) judged nothing under it: its first
+      // report at or after `cs` bounds the events it judged under the rule sets before.
+      let end = -Infinity;
+      for (const list of this.pending) {
+        const first = list.find((r) => r.ruleSet.controlSeq >= cs);
+        if (first !== undefined && first.horizon > end) end = first.horizon;
+      }
+      const prev = this.ready.at(-1)?.end ?? -Infinity;
+      this.ready.push({ ruleSet: seqs.get(cs) as RuleSet, end: Math.max(end, prev) });
+    }
+    // Reports at or before `upTo` bound no change still to come.
+    for (const list of this.pending) {
+      let n = 0;
+      while (n < list.length && (list[n] as { ruleSet: RuleSet }).ruleSet.controlSeq <= upTo) n++;
+      list.splice(0, n);
+    }
+  }
+
+  /** Records that an event judged under `ruleSet` was released while `inForce` is in force. */
+  noteReleased(ruleSet: RuleSet, inForce: RuleSet): void {
+    if (ruleSet.controlSeq > inForce.controlSeq) this.released.set(ruleSet.controlSeq, ruleSet);
+  }
+
+  /** Forgets the released rule sets at or before the one now in force. */
+  forgetUpTo(controlSeq: number): void {
+    for (const c of this.released.keys()) if (c <= controlSeq) this.released.delete(c);
+  }
+}
+
+/**
+ * Whether a rule's events are re-keyed to its key space by a source whose partition key is the
+ * key space `localSpace`. A rule keyed by the partition key (or by none) stays at the source, as
+ * does one that keeps no state (no pattern, no `suppressFor`): it alerts on each event alone.
+ */
+export function rekeyed(rule: CompiledRule, localSpace: string | undefined): boolean {
+  return (
+    rule.keySpace !== undefined &&
+    rule.keySpace !== localSpace &&
+    (rule.pattern !== undefined || rule.suppressForMs > 0)
+  );
+}

@@ -1,0 +1,145 @@
+import {
+  createDownstream,
+  createPartition,
+  emptyRuleSet,
+  processRecord,
+  sourceHorizon,
+  type PartitionRecord,
+  type PartitionState,
+  type ProcessResult,
+  type RekeyOptions,
+  type RuleSet,
+} from '../../rules/index.js';
+import { partitionOf } from '../../protocol/index.js';
+
+/** A record a source sends downstream, before the downstream log gives it a position. */
+export type HopRecord = DistributiveOmit<
+  Extract<PartitionRecord, { kind: 'forward' | 'report' }>,
+  'seq'
+>;
+type DistributiveOmit<T, K extends keyof T> = T extends unknown ? Omit<T, K> : never;
+
+/** What the sources sent: per key space, per downstream partition, per source, in source order. */
+export type HopQueues = Map<string, HopRecord[][][]>;
+
+export interface SourceRun {
+  readonly queues: HopQueues;
+  readonly sources: PartitionState[];
+  readonly results: ProcessResult[][];
+}
+
+/**
+ * Runs source partitions over their logs as the live path would, and collects what each sends
+ * downstream: its forwards to the downstream partition of their key, and reports to every
+ * downstream partition at the start (its first rule set), at each marker it applies, when
+ * `reportAfter` says so, and at the end of its log.
+ */
+export function runSources(
+  logs: readonly PartitionRecord[][],
+  opts: {
+    readonly first: RuleSet;
+    readonly sets: ReadonlyMap<number, RuleSet>;
+    readonly spaces: readonly string[];
+    readonly downstreams: number;
+    readonly rekey: RekeyOptions;
+    readonly outOfOrderMs?: number;
+    readonly reportAfter?: (src: number, index: number, down: number) => boolean;
+  },
+): SourceRun {
+  const queues: HopQueues = new Map(
+    opts.spaces.map((sp) => [
+      sp,
+      Array.from({ length: opts.downstreams }, () => logs.map((): HopRecord[] => [])),
+    ]),
+  );
+  const sources: PartitionState[] = [];
+  const results: ProcessResult[][] = [];
+  logs.forEach((log, src) => {
+    const st = createPartition(opts.first, {
+      partition: src,
+      outOfOrderMs: opts.outOfOrderMs ?? 0,
+      rekey: opts.rekey,
+    });
+    sources.push(st);
+    const outs: ProcessResult[] = [];
+    results.push(outs);
+    const report = (d: number): void => {
+      for (const q of queues.values())
+        q[d]?.[src]?.push({
+          kind: 'report',
+          src,
+          ruleSet: st.ruleSet,
+          watermark: st.watermark,
+          horizon: sourceHorizon(st),
+        });
+    };
+    for (let d = 0; d < opts.downstreams; d++) report(d);
+    log.forEach((rec, i) => {
+      const out = processRecord(st, rec);
+      outs.push(out);
+      for (const f of out.forwards) {
+        const ruleSet = opts.sets.get(f.controlSeq);
+        if (ruleSet === undefined) throw new Error(`no rule set ${f.controlSeq}`);
+        queues.get(f.space)?.[partitionOf(f.key, opts.downstreams)]?.[src]?.push({
+          kind: 'forward',
+          src,
+          srcSeq: f.srcSeq,
+          ruleSet,
+          watermark: st.watermark,
+          key: f.key,
+          data: f.text,
+          publishTs: f.publishTs,
+        });
+      }
+      for (let d = 0; d < opts.downstreams; d++)
+        if (out.applied !== undefined || opts.reportAfter?.(src, i, d)) report(d);
+    });
+    for (let d = 0; d < opts.downstreams; d++) report(d);
+  });
+  return { queues, sources, results };
+}
+
+/**
+ * Feeds one downstream partition its sources' records, interleaved by `picks` (each the source
+ * whose next record comes; an exhausted source passes to the next), then the rest in source
+ * order. Each source's own order is kept, as one stream keeps it. The results, in order.
+ */
+export function runDownstream(
+  space: string,
+  partition: number,
+  perSource: readonly HopRecord[][],
+  picks: readonly number[] = [],
+): { results: ProcessResult[]; state: PartitionState } {
+  const st = createDownstream(emptyRuleSet(), {
+    partition,
+    space,
+    sources: perSource.length,
+  });
+  const next = perSource.map(() => 0);
+  const results: ProcessResult[] = [];
+  let seq = 0;
+  const take = (src: number): void => {
+    const rec = perSource[src]?.[next[src] as number];
+    if (rec === undefined) return;
+    next[src] = (next[src] as number) + 1;
+    results.push(processRecord(st, { ...rec, seq: ++seq } as PartitionRecord));
+  };
+  const left = (src: number): boolean => (next[src] as number) < (perSource[src]?.length ?? 0);
+  for (const p of picks) {
+    let src = p % perSource.length;
+    for (let i = 0; i < perSource.length && !left(src); i++) src = (src + 1) % perSource.length;
+    take(src);
+  }
+  for (let src = 0; src < perSource.length; src++) while (left(src)) take(src);
+  return { results, state: st };
+}
+
+/**
+ * A source's records as a restart would send them: after record `to`, the records from `from`
+ * on once more (a source restored from an earlier checkpoint forwards and reports again).
+ */
+export function withReplay(list: readonly HopRecord[], from: number, to: number): HopRecord[] {
+  const a = Math.min(from, to, list.length);
+  const b = Math.min(Math.max(from, to), list.length);
+  return [...list.slice(0, b), ...list.slice(a, b), ...list.slice(b)];
+}
