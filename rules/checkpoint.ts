@@ -3,12 +3,8 @@ import { expiryBucket } from './expiry.js';
 import { encodeField, fieldExpiry } from './checkpoint-field.js';
 import type { LineageStateJSON } from './key-state-json.js';
 import type { KeyStates } from './keyed-states.js';
-import {
-  decodeAllKeys,
-  statesOf,
-  type PartitionOptions,
-  type PartitionState,
-} from './partition.js';
+import { decodeAllKeys, statesOf } from './keyed-access.js';
+import type { PartitionOptions, PartitionState } from './partition-state.js';
 import type { RuleSet } from './rule-set.js';
 import {
   bufferedText,

@@ -66,25 +66,23 @@ export {
   type ModelRegistry,
 } from './models.js';
 export { DECORATOR_NAMES, OPERATOR_NAMES, resolveOperator, type OperatorFn } from './operators.js';
+export { processRecord } from './partition.js';
 export {
   createDownstream,
   createPartition,
-  processRecord,
-  keyedStateCount,
-  sourceHorizon,
-  keyExpiry,
-  stateArenaBytes,
-  stateLineages,
+  type DownstreamOptions,
   type InvalidEvent,
   type LateEvent,
   type Overflow,
-  type DownstreamOptions,
   type PartitionOptions,
   type PartitionRecord,
   type PartitionState,
   type ProcessResult,
   type RuleError,
-} from './partition.js';
+} from './partition-state.js';
+export { sourceHorizon } from './downstream-records.js';
+export { keyExpiry } from './key-expiry.js';
+export { keyedStateCount, stateArenaBytes, stateLineages } from './keyed-access.js';
 export {
   buildRuleSet,
   emptyRuleSet,

@@ -1,15 +1,14 @@
 import { hasHostileObject } from './compile-condition.js';
 import { decodeKeyStates, keyStatesJSON, type LineageStateJSON } from './key-state-json.js';
 import { SnapshotError } from './errors.js';
+import { decodeAllKeys, putKeyStates } from './keyed-access.js';
+import { tag } from './lineage-use.js';
 import {
   createPartition,
-  decodeAllKeys,
-  putKeyStates,
-  tag,
   type Buffered,
   type PartitionOptions,
   type PartitionState,
-} from './partition.js';
+} from './partition-state.js';
 import type { RuleSet } from './rule-set.js';
 import { bufferedHits, EXPECTED, Hits, TRIGGER } from './verdict.js';
 

@@ -15,7 +15,7 @@ import {
   type PartitionState,
   type RuleSet,
 } from '../../rules/index.js';
-import { decodeAllKeys } from '../../rules/partition.js';
+import { decodeAllKeys } from '../../rules/keyed-access.js';
 import { keyStatesJSON } from '../../rules/key-state-json.js';
 import { StateList } from '../../rules/keyed-states.js';
 import {

@@ -23,7 +23,7 @@ import {
   ruleSetOf,
   writeParts,
 } from './harness.js';
-import { decodeAllKeys } from '../../rules/partition.js';
+import { decodeAllKeys } from '../../rules/keyed-access.js';
 import { outputs, rules, step, toRecords, versions } from './random-logs.js';
 import { keyStatesJSON } from '../../rules/key-state-json.js';
 import { decodeField } from '../../rules/checkpoint-field.js';

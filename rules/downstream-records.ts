@@ -1,0 +1,142 @@
+/**
+ * The records of a downstream partition of a re-keying hop (see `downstream.ts`): forwarded
+ * events, judged under the rule set they carry, and source reports, which move the watermark and
+ * ready the changes the sources applied.
+ */
+import type { CompiledRule } from './compile-rule.js';
+import { InvalidReason, parseEvent } from './event.js';
+import { Downstream, rekeyed } from './downstream.js';
+import { Hits, keyOf, LazyContext, ruleVerdict } from './verdict.js';
+import {
+  add,
+  type PartitionState,
+  type PartitionRecord,
+  type ProcessResult,
+  type Buffered,
+} from './partition-state.js';
+import type { Host } from './partition-host.js';
+import { release } from './release.js';
+import { tag } from './lineage-use.js';
+
+/** The source of a forwarded record or report, or undefined (and the record refused) when it names none. */
+function sourceOf(
+  st: PartitionState,
+  rec: Extract<PartitionRecord, { kind: 'forward' | 'report' }>,
+  out: ProcessResult,
+): Downstream | undefined {
+  const d = st.down;
+  if (d !== undefined && d.isSource(rec.src)) return d;
+  add(out, 'invalid', {
+    seq: rec.seq,
+    reason: InvalidReason.badForward,
+    message:
+      d === undefined
+        ? `partition ${st.partition} is not downstream of a re-keying hop: only Vigil's sources forward records, to downstream partitions`
+        : `source partition ${rec.src} is not one of the ${d.sources} sources of key space "${d.space}"`,
+  });
+  return undefined;
+}
+
+/**
+ * Judges a forwarded event under the rule set it was judged under at its source, by the rules of
+ * this partition's key space. Every hit waits for the watermark, pattern or not: alerts and
+ * suppression then follow event time, not the order in which the sources' records arrived.
+ * Missing keys and rule errors were counted at the source and are not counted again.
+ */
+export function onForward(
+  st: PartitionState,
+  rec: Extract<PartitionRecord, { kind: 'forward' }>,
+  out: ProcessResult,
+  h: Host,
+): void {
+  const d = sourceOf(st, rec, out);
+  if (d === undefined) return;
+  const src = rec.src;
+  // A source replaying after a restart forwards again what it forwarded before.
+  if (rec.srcSeq > (d.taken[src] as number)) {
+    d.taken[src] = rec.srcSeq;
+    judgeForward(st, d, rec, out);
+  }
+  advanceTo(st, d.hear(src, rec.watermark), h);
+}
+
+function judgeForward(
+  st: PartitionState,
+  d: Downstream,
+  rec: Extract<PartitionRecord, { kind: 'forward' }>,
+  out: ProcessResult,
+): void {
+  const parsed = parseEvent(rec.data, rec.publishTs, st.limits);
+  if (!parsed.ok) {
+    add(out, 'invalid', { seq: rec.seq, reason: parsed.reason, message: parsed.message });
+    return;
+  }
+  const { event, type, ts, id, hostile } = parsed;
+  // The source judged it in time; only a forged record (or a source's bad watermark) is late here.
+  if (ts <= st.watermark) {
+    add(out, 'late', { seq: rec.seq, ts, watermark: st.watermark });
+    return;
+  }
+  const rs = rec.ruleSet;
+  const lc = new LazyContext(event, rs, hostile);
+  let hits: Hits | undefined;
+  const rules = rs.rulesFor(type);
+  const skipped = hostile ? undefined : rs.guardsFor(type).skipped(event);
+  for (let i = 0; i < rules.length; i++) {
+    if (skipped !== undefined && skipped[i] === 1) continue;
+    const rule = rules[i] as CompiledRule;
+    if (rule.keySpace !== d.space || !rekeyed(rule, undefined)) continue;
+    const key = keyOf(rule, event, rec.key);
+    if (key === undefined) continue;
+    let v = 0;
+    try {
+      v = ruleVerdict(rule, type, lc);
+    } catch {
+      continue;
+    }
+    if (v !== 0) (hits ??= new Hits(rec.key)).add(rule, key, v);
+  }
+  if (hits === undefined) return;
+  hits.trim();
+  const b: Buffered = {
+    ts,
+    seq: rec.srcSeq,
+    pos: rec.seq,
+    id,
+    key: parsed.text !== undefined ? rec.key : undefined,
+    event,
+    text: parsed.text,
+    hostile,
+    ruleSet: rs,
+    hits,
+  };
+  st.buffer.push(b);
+  tag(st, b);
+}
+
+/** Takes a source's report: its watermark, and the change it applied with its horizon there. */
+export function onReport(
+  st: PartitionState,
+  rec: Extract<PartitionRecord, { kind: 'report' }>,
+  out: ProcessResult,
+  h: Host,
+): void {
+  const d = sourceOf(st, rec, out);
+  if (d === undefined) return;
+  d.report(rec.src, rec.ruleSet, rec.horizon);
+  advanceTo(st, d.hear(rec.src, rec.watermark), h);
+}
+
+/** Downstream: the watermark is the minimum of the sources'. */
+function advanceTo(st: PartitionState, watermark: number, h: Host): void {
+  if (watermark > st.watermark) st.watermark = watermark;
+  release(st, h);
+}
+
+/**
+ * The latest event time a source partition has seen (judged events and ticks): every event it
+ * judged so far is at or before it. Reported at epoch markers (see `downstream.ts`).
+ */
+export function sourceHorizon(st: PartitionState): number {
+  return Math.max(st.maxTs, st.maxEventTs);
+}
