@@ -6,6 +6,7 @@ import type { KeyStates } from './keyed-states.js';
 import { decodeAllKeys, statesOf } from './keyed-access.js';
 import type { PartitionOptions, PartitionState } from './partition-state.js';
 import type { RuleSet } from './rule-set.js';
+import type { DownstreamJSON } from './downstream.js';
 import {
   bufferedText,
   CHECKPOINT_FORMAT,
@@ -119,7 +120,7 @@ export function checkpointParts(st: PartitionState, full = false): CheckpointPar
   let chunk = '';
   let latest = -Infinity;
   for (const b of st.buffer.unordered())
-    if (b.seq > bufferedAfter) {
+    if ((b.pos ?? b.seq) > bufferedAfter) {
       chunk += (chunk === '' ? '[' : ',') + bufferedText(b, false);
       if (b.ts > latest) latest = b.ts;
     }
@@ -214,7 +215,16 @@ export function checkpointRuleSets(meta: string): number[] {
       json.controlSeq,
       ...(json.ruleSets ?? []),
       ...(json.buffer ?? []).map((b) => b[4]),
+      ...(json.down === undefined ? [] : downstreamRuleSeqs(json.down)),
     ]),
+  ];
+}
+
+function downstreamRuleSeqs(d: DownstreamJSON): number[] {
+  return [
+    ...(d.pending ?? []).flatMap((list) => list.map(([c]) => c)),
+    ...(d.ready ?? []).map(([c]) => c),
+    ...(d.released ?? []),
   ];
 }
 

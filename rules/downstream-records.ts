@@ -5,7 +5,7 @@
  */
 import type { CompiledRule } from './compile-rule.js';
 import { InvalidReason, parseEvent } from './event.js';
-import { Downstream, rekeyed } from './downstream.js';
+import { buffersHits, Downstream } from './downstream.js';
 import { Hits, keyOf, LazyContext, ruleVerdict } from './verdict.js';
 import {
   add,
@@ -85,7 +85,7 @@ function judgeForward(
   for (let i = 0; i < rules.length; i++) {
     if (skipped !== undefined && skipped[i] === 1) continue;
     const rule = rules[i] as CompiledRule;
-    if (rule.keySpace !== d.space || !rekeyed(rule, undefined)) continue;
+    if (!buffersHits(rule, d.space, false, undefined)) continue;
     const key = keyOf(rule, event, rec.key);
     if (key === undefined) continue;
     let v = 0;

@@ -22,6 +22,7 @@
  *   the downstream drops what is at or below the highest source sequence it has taken from it.
  */
 import type { CompiledRule } from './compile-rule.js';
+import { SnapshotError } from './errors.js';
 import type { RuleSet } from './rule-set.js';
 
 /** Which rules are re-keyed: given to a source partition. */
@@ -151,7 +152,69 @@ export class Downstream {
   forgetUpTo(controlSeq: number): void {
     for (const c of this.released.keys()) if (c <= controlSeq) this.released.delete(c);
   }
+
+  /** For a checkpoint's meta. */
+  toJSON(): DownstreamJSON {
+    return {
+      space: this.space,
+      sources: this.sources,
+      watermarks: [...this.watermarks].map(finite),
+      taken: [...this.taken],
+      reported: [...this.reported],
+      pending: this.pending.map((list) =>
+        list.map((r) => [r.ruleSet.controlSeq, finite(r.horizon)]),
+      ),
+      ready: this.ready.map((c) => [c.ruleSet.controlSeq, finite(c.end)]),
+      released: [...this.released.keys()].sort((a, b) => a - b),
+    };
+  }
+
+  /**
+   * Restores what {@link toJSON} wrote; `at` gives the rule set of a control sequence.
+   * @throws SnapshotError when the JSON does not describe one.
+   */
+  static fromJSON(json: DownstreamJSON, at: (controlSeq: number) => RuleSet): Downstream {
+    const n = json?.sources;
+    const lists = [json?.watermarks, json?.taken, json?.reported, json?.pending];
+    if (
+      typeof json?.space !== 'string' ||
+      !Number.isSafeInteger(n) ||
+      n < 1 ||
+      lists.some((l) => !Array.isArray(l) || l.length !== n) ||
+      !Array.isArray(json.ready) ||
+      !Array.isArray(json.released)
+    )
+      throw new SnapshotError(
+        'the checkpoint of a downstream partition has no valid "down" section (space, sources and a list per source)',
+      );
+    const d = new Downstream(json.space, n);
+    json.watermarks.forEach((w, i) => (d.watermarks[i] = w ?? -Infinity));
+    json.taken.forEach((s, i) => (d.taken[i] = s));
+    json.reported.forEach((c, i) => (d.reported[i] = c));
+    json.pending.forEach((list, i) => {
+      for (const [c, h] of list) d.pending[i]?.push({ ruleSet: at(c), horizon: h ?? -Infinity });
+    });
+    for (const [c, end] of json.ready) d.ready.push({ ruleSet: at(c), end: end ?? -Infinity });
+    for (const c of json.released) d.released.set(c, at(c));
+    return d;
+  }
 }
+
+/** A downstream partition's sources and changes in a checkpoint's meta; -Infinity is `null`. */
+export interface DownstreamJSON {
+  readonly space: string;
+  readonly sources: number;
+  readonly watermarks: readonly (number | null)[];
+  readonly taken: readonly number[];
+  readonly reported: readonly number[];
+  /** Per source: `[controlSeq, horizon]` of each report not yet ready. */
+  readonly pending: readonly (readonly (readonly [number, number | null])[])[];
+  /** `[controlSeq, end]` of each ready change. */
+  readonly ready: readonly (readonly [number, number | null])[];
+  readonly released: readonly number[];
+}
+
+const finite = (x: number): number | null => (Number.isFinite(x) ? x : null);
 
 /**
  * Whether a rule's events are re-keyed to its key space by a source whose partition key is the
@@ -164,4 +227,19 @@ export function rekeyed(rule: CompiledRule, localSpace: string | undefined): boo
     rule.keySpace !== localSpace &&
     (rule.pattern !== undefined || rule.suppressForMs > 0)
   );
+}
+
+/**
+ * Whether a partition keeps a rule's hits in its reorder buffer: downstream of key space `space`,
+ * the rules re-keyed to it (with or without a pattern); in the event log (`space` undefined), the
+ * rules with a pattern that are not re-keyed away from `localSpace` (with `rekey`).
+ */
+export function buffersHits(
+  rule: CompiledRule,
+  space: string | undefined,
+  rekey: boolean,
+  localSpace: string | undefined,
+): boolean {
+  if (space !== undefined) return rule.keySpace === space && rekeyed(rule, undefined);
+  return rule.pattern !== undefined && !(rekey && rekeyed(rule, localSpace));
 }

@@ -264,11 +264,16 @@ export function createPartition(ruleSet: RuleSet, options: PartitionOptions): Pa
  * A new downstream partition of a re-keying hop (see `downstream.ts`). Its rule set in force
  * starts empty and follows the changes its sources report; its events bring their own.
  */
-export function createDownstream(ruleSet: RuleSet, options: DownstreamOptions): PartitionState {
+export function createDownstream(
+  ruleSet: RuleSet,
+  options: DownstreamOptions,
+  /** A restore's: what it knew of its sources. */
+  down = new Downstream(options.space, options.sources),
+): PartitionState {
   return newState(ruleSet, options.partition, 0, options.limits, {
     rekey: false,
     localSpace: undefined,
-    down: new Downstream(options.space, options.sources),
+    down,
   });
 }
 

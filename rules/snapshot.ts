@@ -4,12 +4,15 @@ import { SnapshotError } from './errors.js';
 import { decodeAllKeys, putKeyStates } from './keyed-access.js';
 import { tag } from './lineage-use.js';
 import {
+  createDownstream,
   createPartition,
   type Buffered,
   type PartitionOptions,
   type PartitionState,
 } from './partition-state.js';
 import type { RuleSet } from './rule-set.js';
+import type { CompiledRule } from './compile-rule.js';
+import { buffersHits, Downstream, type DownstreamJSON } from './downstream.js';
 import { bufferedHits, EXPECTED, Hits, TRIGGER } from './verdict.js';
 
 // v5 (checkpoint metas): keyed-state fields name lineages by number, and the store keeps the
@@ -44,6 +47,8 @@ export type BufferedJSON = [
   event: unknown,
   controlSeq: number,
   keyOrHits: string | HitJSON[],
+  /** Downstream of a re-keying hop: the forwarded record's position in the partition's log. */
+  pos?: number,
 ];
 type TimerJSON = [time: number, n: number, ruleId: string, epoch: number, key: string];
 
@@ -73,6 +78,10 @@ export interface MetaJSON {
    * since (they record none of their own), while it has not come.
    */
   legacyExpiry?: number;
+  /** The latest event time judged, when it runs ahead of `maxTs` (see `sourceHorizon`). */
+  maxEventTs?: number;
+  /** A downstream partition of a re-keying hop: its sources and changes. */
+  down?: DownstreamJSON;
 }
 
 interface PartitionJSON extends MetaJSON {
@@ -107,7 +116,7 @@ export function bufferedText(b: Buffered, canonical: boolean): string {
     b.ruleSet.controlSeq +
     ',' +
     JSON.stringify(keyOrHits) +
-    ']'
+    (b.pos === undefined ? ']' : ',' + b.pos + ']')
   );
 }
 
@@ -127,6 +136,8 @@ export function metaText(st: PartitionState, snapshot: boolean): string {
     timers: st.timers.sorted().map((t): TimerJSON => [t.time, t.n, t.ruleId, t.epoch, t.key]),
     timerN: st.timerN,
     ...(st.legacyExpiry === undefined || snapshot ? {} : { legacyExpiry: st.legacyExpiry }),
+    ...(st.maxEventTs > st.maxTs ? { maxEventTs: st.maxEventTs } : {}),
+    ...(st.down === undefined ? {} : { down: st.down.toJSON() }),
   });
   if (!snapshot) {
     const seqs = [...st.tags.keys()].map((rs) => rs.controlSeq).sort((x, y) => x - y);
@@ -208,18 +219,33 @@ export function restoreMeta(
     }
     return rs;
   };
-  const st = createPartition(at(json.controlSeq), { ...options, partition: json.partition });
+  const st =
+    json.down === undefined
+      ? createPartition(at(json.controlSeq), { ...options, partition: json.partition })
+      : createDownstream(
+          at(json.controlSeq),
+          {
+            partition: json.partition,
+            space: json.down.space,
+            sources: json.down.sources,
+            limits: options.limits,
+          },
+          Downstream.fromJSON(json.down, at),
+        );
   st.offset = json.offset;
   st.maxTs = json.maxTs ?? -Infinity;
+  st.maxEventTs = json.maxEventTs ?? st.maxTs;
+  const judges = (rule: CompiledRule): boolean =>
+    buffersHits(rule, st.down?.space, st.rekey, st.localSpace);
   st.watermark = json.watermark ?? -Infinity;
   st.timerN = json.timerN;
-  const restore = ([ts, seq, id, e, cs, keyOrHits]: BufferedJSON): void => {
+  const restore = ([ts, seq, id, e, cs, keyOrHits, pos]: BufferedJSON): void => {
     const rs = at(cs);
     const event = e as Record<string, unknown>;
     const hostile = hasHostileObject(event);
     const key = typeof keyOrHits === 'string' ? keyOrHits : undefined;
     let hits: Hits;
-    if (typeof keyOrHits === 'string') hits = bufferedHits(rs, event, keyOrHits, hostile);
+    if (typeof keyOrHits === 'string') hits = bufferedHits(rs, event, keyOrHits, hostile, judges);
     else {
       hits = new Hits(keyOrHits[0]?.[1] ?? '');
       for (const [ruleId, hitKey, trigger, expected] of keyOrHits) {
@@ -235,6 +261,7 @@ export function restoreMeta(
     const b: Buffered = {
       ts,
       seq,
+      ...(pos === undefined ? {} : { pos }),
       id: id ?? undefined,
       key,
       event,

@@ -120,19 +120,21 @@ export class Hits {
 /**
  * The hits an event that arrived under `rs` waits in the reorder buffer for: the same list
  * `processRecord` made at arrival (a rule that threw then throws again, and was reported then).
- * Checkpoints store buffered events without their hits, and restore recomputes them here.
+ * Checkpoints store buffered events without their hits, and restore recomputes them here, for the
+ * rules the partition judges itself (`judges`: see `judgesHere`).
  */
 export function bufferedHits(
   rs: RuleSet,
   event: Readonly<Record<string, unknown>>,
   recordKey: string,
   hostile: boolean,
+  judges: (rule: CompiledRule) => boolean,
 ): Hits {
   const type = event.type as string;
   const lc = new LazyContext(event, rs, hostile);
   const hits = new Hits(recordKey);
   for (const rule of rs.rulesFor(type)) {
-    if (rule.pattern === undefined) continue;
+    if (!judges(rule)) continue;
     const key = keyOf(rule, event, recordKey);
     if (key === undefined) continue;
     let v: number;

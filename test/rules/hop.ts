@@ -1,8 +1,10 @@
 import {
+  checkpointParts,
   createDownstream,
   createPartition,
   emptyRuleSet,
   processRecord,
+  restorePartitionParts,
   sourceHorizon,
   type PartitionRecord,
   type PartitionState,
@@ -11,6 +13,7 @@ import {
   type RuleSet,
 } from '../../rules/index.js';
 import { partitionOf } from '../../protocol/index.js';
+import { memoryStore, writeParts } from './harness.js';
 
 /** A record a source sends downstream, before the downstream log gives it a position. */
 export type HopRecord = DistributiveOmit<
@@ -44,6 +47,8 @@ export function runSources(
     readonly rekey: RekeyOptions;
     readonly outOfOrderMs?: number;
     readonly reportAfter?: (src: number, index: number, down: number) => boolean;
+    /** Checkpoints every `every` records and, at record `at`, restores from the last one and goes on from there. */
+    readonly crash?: Crash;
   },
 ): SourceRun {
   const queues: HopQueues = new Map(
@@ -54,13 +59,11 @@ export function runSources(
   );
   const sources: PartitionState[] = [];
   const results: ProcessResult[][] = [];
+  const options = { outOfOrderMs: opts.outOfOrderMs ?? 0, rekey: opts.rekey };
+  const at = (c: number): RuleSet | undefined =>
+    c === opts.first.controlSeq ? opts.first : opts.sets.get(c);
   logs.forEach((log, src) => {
-    const st = createPartition(opts.first, {
-      partition: src,
-      outOfOrderMs: opts.outOfOrderMs ?? 0,
-      rekey: opts.rekey,
-    });
-    sources.push(st);
+    let st = createPartition(opts.first, { partition: src, ...options });
     const outs: ProcessResult[] = [];
     results.push(outs);
     const report = (d: number): void => {
@@ -74,7 +77,22 @@ export function runSources(
         });
     };
     for (let d = 0; d < opts.downstreams; d++) report(d);
-    log.forEach((rec, i) => {
+    const store = memoryStore();
+    let crashed = false;
+    for (let i = 0; i < log.length; i++) {
+      if (opts.crash !== undefined && !crashed && i === opts.crash.at) {
+        crashed = true;
+        if (store.meta !== '') {
+          st = restorePartitionParts(store, at, options);
+          const offset = st.offset;
+          i = log.findIndex((r) => r.seq > offset);
+          if (i < 0) break;
+        } else {
+          st = createPartition(opts.first, { partition: src, ...options });
+          i = 0;
+        }
+      }
+      const rec = log[i] as PartitionRecord;
       const out = processRecord(st, rec);
       outs.push(out);
       for (const f of out.forwards) {
@@ -93,10 +111,19 @@ export function runSources(
       }
       for (let d = 0; d < opts.downstreams; d++)
         if (out.applied !== undefined || opts.reportAfter?.(src, i, d)) report(d);
-    });
+      if (opts.crash !== undefined && (i + 1) % opts.crash.every === 0)
+        writeParts(store, checkpointParts(st));
+    }
     for (let d = 0; d < opts.downstreams; d++) report(d);
+    sources.push(st);
   });
   return { queues, sources, results };
+}
+
+/** A restart: checkpoints every `every` records; at record `at`, a restore from the last one. */
+export interface Crash {
+  readonly every: number;
+  readonly at: number;
 }
 
 /**
@@ -109,20 +136,34 @@ export function runDownstream(
   partition: number,
   perSource: readonly HopRecord[][],
   picks: readonly number[] = [],
+  crash?: Crash,
+  ruleSetAt: (controlSeq: number) => RuleSet | undefined = () => undefined,
 ): { results: ProcessResult[]; state: PartitionState } {
-  const st = createDownstream(emptyRuleSet(), {
-    partition,
-    space,
-    sources: perSource.length,
-  });
+  const options = { partition, space, sources: perSource.length };
+  let st = createDownstream(emptyRuleSet(), options);
   const next = perSource.map(() => 0);
   const results: ProcessResult[] = [];
-  let seq = 0;
+  // The partition's log as it arrives: a restore reads it again after the checkpoint's offset.
+  const log: PartitionRecord[] = [];
+  const store = memoryStore();
+  const empty = emptyRuleSet();
+  const at = (c: number): RuleSet | undefined => (c === 0 ? empty : ruleSetAt(c));
+  const feed = (rec: PartitionRecord): void => {
+    results.push(processRecord(st, rec));
+    if (crash !== undefined && rec.seq % crash.every === 0) writeParts(store, checkpointParts(st));
+    if (crash !== undefined && rec.seq === crash.at) {
+      st =
+        store.meta === '' ? createDownstream(empty, options) : restorePartitionParts(store, at, {});
+      for (const again of log) if (again.seq > st.offset) results.push(processRecord(st, again));
+    }
+  };
   const take = (src: number): void => {
     const rec = perSource[src]?.[next[src] as number];
     if (rec === undefined) return;
     next[src] = (next[src] as number) + 1;
-    results.push(processRecord(st, { ...rec, seq: ++seq } as PartitionRecord));
+    const r = { ...rec, seq: log.length + 1 } as PartitionRecord;
+    log.push(r);
+    feed(r);
   };
   const left = (src: number): boolean => (next[src] as number) < (perSource[src]?.length ?? 0);
   for (const p of picks) {

@@ -2,10 +2,13 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   applyControl,
+  checkpointParts,
   createPartition,
   keyedStateCount,
   keySpaceOf,
   processRecord,
+  restorePartitionParts,
+  sourceHorizon,
   stateLineages,
   type Alert,
   type PartitionRecord,
@@ -13,8 +16,8 @@ import {
   type ProcessResult,
   type RuleSet,
 } from '../../rules/index.js';
-import { ruleSetOf } from './harness.js';
-import { runDownstream, runSources, withReplay, type HopQueues } from './hop.js';
+import { memoryStore, ruleSetOf, writeParts } from './harness.js';
+import { runDownstream, runSources, withReplay, type Crash, type SourceRun } from './hop.js';
 import { rules as baseRules, step, toRecords, type Step } from './random-logs.js';
 
 /**
@@ -86,7 +89,9 @@ function sourceLog(steps: Step[], src: number, sources: number, flush = false): 
       return { ...r, seq };
     try {
       const e = JSON.parse(r.data) as Record<string, unknown>;
-      return { ...r, seq, data: JSON.stringify({ ...e, acct: r.key, id: `e${seq}` }) };
+      // Some producers' clocks run ahead of the log's: event time passes the time stored.
+      const publishTs = r.publishTs - (r.seq % 3) * 25;
+      return { ...r, seq, publishTs, data: JSON.stringify({ ...e, acct: r.key, id: `e${seq}` }) };
     } catch {
       return { ...r, seq };
     }
@@ -94,24 +99,36 @@ function sourceLog(steps: Step[], src: number, sources: number, flush = false): 
 }
 
 /**
- * What a downstream run produced that must not depend on the interleaving: alerts in order, and
- * where it ended (not `applied`: one record may bring several changes into force, and a result
- * names the last).
+ * What a downstream run produced that must not depend on the interleaving or on restarts: alerts
+ * in order, each once (a restored partition raises again, with the same ids, what it raised after
+ * its checkpoint; the alert sink drops the repeats), and where it ended (not `applied`: one record
+ * may bring several changes into force, and a result names the last).
  */
 function summary({ results, state }: { results: ProcessResult[]; state: PartitionState }): string {
-  return JSON.stringify(
-    results.flatMap((r) => [
-      ...r.alerts.map((a) => ['alert', a]),
-      ...r.overflows.map((o) => ['overflow', o]),
-      ...r.late.map((l) => ['late', l.ts]),
-      ...r.invalid.map((i) => ['invalid', i.reason, i.message]),
-    ]),
-  ).concat(
-    ` suppressed ${results.reduce((n, r) => n + r.suppressed, 0)}`,
-    ` in force ${state.ruleSet.controlSeq} watermark ${state.watermark}`,
-    ` states ${keyedStateCount(state)} lineages ${stateLineages(state).sort().join(',')}`,
-  );
+  const once = new Set<string>();
+  const out: string[] = [];
+  for (const r of results)
+    for (const x of [
+      ...r.alerts.map((a) => JSON.stringify(['alert', a])),
+      ...r.overflows.map((o) => JSON.stringify(['overflow', o])),
+      ...r.late.map((l) => JSON.stringify(['late', l])),
+      ...r.invalid.map((i) => JSON.stringify(['invalid', i])),
+    ])
+      if (!once.has(x)) {
+        once.add(x);
+        out.push(x);
+      }
+  return out
+    .join('\n')
+    .concat(
+      ` in force ${state.ruleSet.controlSeq} watermark ${state.watermark}`,
+      ` states ${keyedStateCount(state)} lineages ${stateLineages(state).sort().join(',')}`,
+    );
 }
+
+/** The ids of the alerts a source raised itself (its rules that are not re-keyed). */
+const localAlertIds = (results: ProcessResult[][]): string[] =>
+  [...new Set(results.flat().flatMap((r) => r.alerts.map((a) => a.id)))].sort();
 
 const sourceSteps = fc.array(step, { minLength: 20, maxLength: 100 });
 
@@ -142,6 +159,23 @@ describe('re-keying hop', () => {
     expect(big.matched).toContain('big-card');
   });
 
+  it("restores a source's horizon: the latest event time judged, past the log's clock", () => {
+    const rs = SETS[0] as RuleSet;
+    const st = createPartition(rs, { partition: 0, rekey: REKEY });
+    processRecord(st, {
+      kind: 'event',
+      seq: 1,
+      key: 'k1',
+      publishTs: 900,
+      data: '{"type":"payment","card":"c1","amount":3,"acct":"k1","ts":1000}',
+    });
+    expect([st.maxTs, sourceHorizon(st)]).toEqual([900, 1000]);
+    const store = memoryStore();
+    writeParts(store, checkpointParts(st));
+    const back = restorePartitionParts(store, () => rs, { rekey: REKEY });
+    expect(sourceHorizon(back)).toBe(1000);
+  });
+
   it('gives the same alerts for any interleaving of the sources, any report rate and replays', () => {
     let fired = 0;
     fc.assert(
@@ -157,13 +191,17 @@ describe('re-keying hop', () => {
               fc.integer({ min: 0, max: 40 }),
               fc.boolean(),
               fc.tuple(fc.nat(150), fc.nat(150)),
+              fc.record({ every: fc.integer({ min: 1, max: 20 }), at: fc.nat(200) }),
             ),
           ),
-        ([stepsPerSource, downstreams, picks, every, ooo, flush, [from, to]]) => {
+        ([stepsPerSource, downstreams, picks, every, ooo, flush, [from, to], crash]) => {
           const logs = stepsPerSource.map((s, src) =>
             sourceLog(s, src, stepsPerSource.length, flush),
           );
-          const run = (reportAfter?: (src: number, i: number, d: number) => boolean): HopQueues =>
+          const run = (
+            reportAfter?: (src: number, i: number, d: number) => boolean,
+            restart?: Crash,
+          ): SourceRun =>
             runSources(logs, {
               first: SETS[0] as RuleSet,
               sets: BY_SEQ,
@@ -172,15 +210,20 @@ describe('re-keying hop', () => {
               rekey: REKEY,
               outOfOrderMs: ooo,
               reportAfter,
-            }).queues;
-          const sparse = run();
-          const dense = run((src, i, d) => every > 0 && (i + src + d) % every === 0);
+              crash: restart,
+            });
+          const sparseRun = run();
+          // The dense run's sources report more often and restart once from a checkpoint.
+          const denseRun = run((src, i, d) => every > 0 && (i + src + d) % every === 0, crash);
+          expect(localAlertIds(denseRun.results)).toEqual(localAlertIds(sparseRun.results));
+          const sparse = sparseRun.queues;
+          const dense = denseRun.queues;
           for (const space of SPACES)
             for (let d = 0; d < downstreams; d++) {
               const a = runDownstream(space, d, sparse.get(space)?.[d] ?? []);
-              // The dense run's sources restart once: each sends a stretch of its records again.
+              // And its downstream sees a stretch of each source's records again, and restarts.
               const replayed = (dense.get(space)?.[d] ?? []).map((l) => withReplay(l, from, to));
-              const b = runDownstream(space, d, replayed, picks);
+              const b = runDownstream(space, d, replayed, picks, crash, (c) => BY_SEQ.get(c));
               expect(summary(b)).toBe(summary(a));
               // No lineage outlives the rule sets in play: each change ends the old ones for good.
               const inPlay = [a.state.ruleSet, ...(a.state.down?.released.values() ?? [])];
