@@ -18,14 +18,22 @@ import type { Host } from './partition-host.js';
 import { release } from './release.js';
 import { tag } from './lineage-use.js';
 
-/** The source of a forwarded record or report, or undefined (and the record refused) when it names none. */
-function sourceOf(
+/**
+ * The partition's sources, when a message from one is taken: one naming no source is refused,
+ * and one that is not its source's turn (see `source-hop.ts`) is skipped.
+ */
+function turnOf(
   st: PartitionState,
   rec: Extract<PartitionRecord, { kind: 'forward' | 'report' }>,
   out: ProcessResult,
 ): Downstream | undefined {
   const d = st.down;
-  if (d !== undefined && d.isSource(rec.src)) return d;
+  if (d !== undefined && d.isSource(rec.src)) {
+    const turn = d.take(rec.src, rec.n);
+    if (turn === 'taken') return d;
+    out.skipped = turn;
+    return undefined;
+  }
   add(out, 'invalid', {
     seq: rec.seq,
     reason: InvalidReason.badForward,
@@ -49,15 +57,10 @@ export function onForward(
   out: ProcessResult,
   h: Host,
 ): void {
-  const d = sourceOf(st, rec, out);
+  const d = turnOf(st, rec, out);
   if (d === undefined) return;
-  const src = rec.src;
-  // A source replaying after a restart forwards again what it forwarded before.
-  if (rec.srcSeq > (d.taken[src] as number)) {
-    d.taken[src] = rec.srcSeq;
-    judgeForward(st, d, rec, out);
-  }
-  advanceTo(st, d.hear(src, rec.watermark), h);
+  judgeForward(st, d, rec, out);
+  advanceTo(st, d.hear(rec.src, rec.watermark), h);
 }
 
 function judgeForward(
@@ -85,7 +88,7 @@ function judgeForward(
   for (let i = 0; i < rules.length; i++) {
     if (skipped !== undefined && skipped[i] === 1) continue;
     const rule = rules[i] as CompiledRule;
-    if (!buffersHits(rule, d.space, false, undefined)) continue;
+    if (!buffersHits(rule, d.space, undefined)) continue;
     const key = keyOf(rule, event, rec.key);
     if (key === undefined) continue;
     let v = 0;
@@ -121,7 +124,7 @@ export function onReport(
   out: ProcessResult,
   h: Host,
 ): void {
-  const d = sourceOf(st, rec, out);
+  const d = turnOf(st, rec, out);
   if (d === undefined) return;
   d.report(rec.src, rec.ruleSet, rec.horizon);
   advanceTo(st, d.hear(rec.src, rec.watermark), h);

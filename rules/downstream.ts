@@ -18,35 +18,14 @@
  *   latest of their horizons, in event time: lineages that the new rule set drops end there (their
  *   timers due by then fire), and later timers run under the new versions. No source that has not
  *   reported can have its watermark past that point, so it is never in the downstream's past.
- * - **Duplicates.** A source that replays after a crash forwards again what it forwarded before;
- *   the downstream drops what is at or below the highest source sequence it has taken from it.
+ * - **Duplicates and gaps.** A source numbers what it sends each downstream partition (see
+ *   `source-hop.ts`); the downstream takes message n from a source only after n − 1, and drops
+ *   the rest: what it took already (a restored source sends again what it sent after its
+ *   checkpoint) and what comes early (a failed publish left a gap; the source sends again from it).
  */
 import type { CompiledRule } from './compile-rule.js';
 import { SnapshotError } from './errors.js';
 import type { RuleSet } from './rule-set.js';
-
-/** Which rules are re-keyed: given to a source partition. */
-export interface RekeyOptions {
-  /**
-   * The event field(s) the partition key is: rules keyed by exactly these stay in the source
-   * partition (their key is the record's). Unset: every rule with a `key` is re-keyed.
-   */
-  readonly partitionKey?: readonly string[];
-}
-
-/** An event a source partition forwards to the key space `space`, keyed there by `key`. */
-export interface Forward {
-  readonly space: string;
-  readonly key: string;
-  /** The event's position in the source log (in `EVENTS`, unique over all partitions). */
-  readonly srcSeq: number;
-  /** The control sequence of the rule set the source judged it under. */
-  readonly controlSeq: number;
-  readonly ts: number;
-  /** When the source log stored it: the downstream parses the text exactly as the source did. */
-  readonly publishTs: number;
-  readonly text: string;
-}
 
 /** A change that every source has reported: it takes force at event time `end`. */
 interface ReadyChange {
@@ -58,8 +37,8 @@ interface ReadyChange {
 export class Downstream {
   /** Each source's watermark as last heard. */
   readonly watermarks: Float64Array;
-  /** Each source's highest forwarded sequence taken (duplicates are at or below it). */
-  readonly taken: Float64Array;
+  /** The number of the next message each source's turn is (see `source-hop.ts`). */
+  readonly next: Float64Array;
   /** Each source's latest reported control sequence. */
   readonly reported: Float64Array;
   /**
@@ -85,7 +64,7 @@ export class Downstream {
     if (!Number.isSafeInteger(sources) || sources < 1)
       throw new RangeError(`sources must be a positive integer, got ${sources}`);
     this.watermarks = new Float64Array(sources).fill(-Infinity);
-    this.taken = new Float64Array(sources);
+    this.next = new Float64Array(sources).fill(1);
     this.reported = new Float64Array(sources);
     this.pending = Array.from({ length: sources }, () => []);
   }
@@ -93,6 +72,14 @@ export class Downstream {
   /** Whether `src` names a source of this partition. */
   isSource(src: number): boolean {
     return Number.isInteger(src) && src >= 0 && src < this.sources;
+  }
+
+  /** Takes message `n` from `src` if it is its turn; otherwise says why not. */
+  take(src: number, n: number): 'taken' | 'duplicate' | 'gap' {
+    const next = this.next[src] as number;
+    if (n !== next) return n < next ? 'duplicate' : 'gap';
+    this.next[src] = next + 1;
+    return 'taken';
   }
 
   /** Raises a source's watermark; the new minimum over the sources. */
@@ -159,7 +146,7 @@ export class Downstream {
       space: this.space,
       sources: this.sources,
       watermarks: [...this.watermarks].map(finite),
-      taken: [...this.taken],
+      next: [...this.next],
       reported: [...this.reported],
       pending: this.pending.map((list) =>
         list.map((r) => [r.ruleSet.controlSeq, finite(r.horizon)]),
@@ -175,7 +162,7 @@ export class Downstream {
    */
   static fromJSON(json: DownstreamJSON, at: (controlSeq: number) => RuleSet): Downstream {
     const n = json?.sources;
-    const lists = [json?.watermarks, json?.taken, json?.reported, json?.pending];
+    const lists = [json?.watermarks, json?.next, json?.reported, json?.pending];
     if (
       typeof json?.space !== 'string' ||
       !Number.isSafeInteger(n) ||
@@ -189,7 +176,7 @@ export class Downstream {
       );
     const d = new Downstream(json.space, n);
     json.watermarks.forEach((w, i) => (d.watermarks[i] = w ?? -Infinity));
-    json.taken.forEach((s, i) => (d.taken[i] = s));
+    json.next.forEach((n, i) => (d.next[i] = n));
     json.reported.forEach((c, i) => (d.reported[i] = c));
     json.pending.forEach((list, i) => {
       for (const [c, h] of list) d.pending[i]?.push({ ruleSet: at(c), horizon: h ?? -Infinity });
@@ -205,7 +192,7 @@ export interface DownstreamJSON {
   readonly space: string;
   readonly sources: number;
   readonly watermarks: readonly (number | null)[];
-  readonly taken: readonly number[];
+  readonly next: readonly number[];
   readonly reported: readonly number[];
   /** Per source: `[controlSeq, horizon]` of each report not yet ready. */
   readonly pending: readonly (readonly (readonly [number, number | null])[])[];
@@ -232,14 +219,13 @@ export function rekeyed(rule: CompiledRule, localSpace: string | undefined): boo
 /**
  * Whether a partition keeps a rule's hits in its reorder buffer: downstream of key space `space`,
  * the rules re-keyed to it (with or without a pattern); in the event log (`space` undefined), the
- * rules with a pattern that are not re-keyed away from `localSpace` (with `rekey`).
+ * rules with a pattern that it does not send on (`sends`, given when it re-keys).
  */
 export function buffersHits(
   rule: CompiledRule,
   space: string | undefined,
-  rekey: boolean,
-  localSpace: string | undefined,
+  sends: ((rule: CompiledRule) => boolean) | undefined,
 ): boolean {
   if (space !== undefined) return rule.keySpace === space && rekeyed(rule, undefined);
-  return rule.pattern !== undefined && !(rekey && rekeyed(rule, localSpace));
+  return rule.pattern !== undefined && !(sends?.(rule) ?? false);
 }

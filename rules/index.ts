@@ -54,7 +54,8 @@ export {
   type ParsedEvent,
 } from './event.js';
 export { keySpaceOf } from './rule-key.js';
-export { rekeyed, type Forward, type RekeyOptions } from './downstream.js';
+export { rekeyed } from './downstream.js';
+export { SourceHop, type HopMessage, type RekeyOptions } from './source-hop.js';
 export { FORBIDDEN_NAMES, parsePath, resolveSegments } from './json-path.js';
 export { DEFAULT_LIMITS, resolveLimits, type RuleLimits } from './limits.js';
 export {

@@ -12,8 +12,8 @@ import { InvalidReason } from './event.js';
 import { LineageIndex } from './lineage-index.js';
 import { KeyedStates } from './keyed-states.js';
 import { DEFAULT_LIMITS, type RuleLimits } from './limits.js';
-import { keySpaceOf } from './rule-key.js';
-import { Downstream, type Forward, type RekeyOptions } from './downstream.js';
+import { Downstream } from './downstream.js';
+import { SourceHop, type HopMessage, type RekeyOptions } from './source-hop.js';
 import { ExpiryQueue, ExpiryReason } from './expiry.js';
 import type { RuleSet } from './rule-set.js';
 import type { Alert } from './types.js';
@@ -44,12 +44,14 @@ export type PartitionRecord =
     }
   /**
    * Downstream of a re-keying hop (see `downstream.ts`): an event source partition `src`
-   * forwarded, judged there under `ruleSet`, with the source's watermark after it.
+   * forwarded as its `n`-th message here, judged there under `ruleSet`, with the source's
+   * watermark after it.
    */
   | {
       readonly kind: 'forward';
       readonly seq: number;
       readonly src: number;
+      readonly n: number;
       readonly srcSeq: number;
       readonly ruleSet: RuleSet;
       readonly watermark: number;
@@ -66,6 +68,7 @@ export type PartitionRecord =
       readonly kind: 'report';
       readonly seq: number;
       readonly src: number;
+      readonly n: number;
       readonly ruleSet: RuleSet;
       readonly watermark: number;
       readonly horizon: number;
@@ -76,7 +79,7 @@ export interface PartitionOptions {
   /** Bounded out-of-orderness: events may arrive up to this much behind the newest one. Default 0. */
   readonly outOfOrderMs?: number;
   readonly limits?: RuleLimits;
-  /** Given, the partition forwards the events of re-keyed rules instead of judging them (see `downstream.ts`). */
+  /** Given, the partition sends the events of re-keyed rules on instead of judging them (see `source-hop.ts`). */
   readonly rekey?: RekeyOptions;
 }
 
@@ -123,12 +126,17 @@ export interface ProcessResult {
   readonly matched: string[];
   /** Ids of the rules of the event's type it did not meet because it lacks their `key` field (or holds no string or number there). */
   readonly keyMissing: string[];
-  /** The event as forwarded to the key spaces of its re-keyed rules, one per key space. */
-  readonly forwards: Forward[];
+  /**
+   * With `rekey`: what the record sends downstream, in order: the event, once per key space of
+   * its re-keyed rules; reports at an epoch marker and as event time passes.
+   */
+  readonly sent: HopMessage[];
   /** Alerts held back by `alert.suppressFor`. */
   suppressed: number;
   /** The control sequence a marker brought into force. */
   applied: number | undefined;
+  /** Downstream: a message from a source not taken, as one taken already or one before its turn. */
+  skipped: 'duplicate' | 'gap' | undefined;
 }
 
 export interface Buffered {
@@ -170,10 +178,8 @@ export interface PartitionState {
   readonly partition: number;
   readonly outOfOrderMs: number;
   readonly limits: RuleLimits;
-  /** Whether the partition forwards the events of re-keyed rules (see `downstream.ts`). */
-  readonly rekey: boolean;
-  /** With `rekey`: the key space of the partition key, whose rules stay here. */
-  readonly localSpace: string | undefined;
+  /** With `rekey`: what the partition sends on, and where (see `source-hop.ts`). */
+  readonly hop: SourceHop | undefined;
   /** A downstream partition's sources and changes; undefined for a partition of the event log. */
   readonly down: Downstream | undefined;
   ruleSet: RuleSet;
@@ -252,12 +258,12 @@ export function createPartition(ruleSet: RuleSet, options: PartitionOptions): Pa
   const outOfOrderMs = options.outOfOrderMs ?? 0;
   if (!Number.isSafeInteger(outOfOrderMs) || outOfOrderMs < 0)
     throw new RangeError(`outOfOrderMs must be a non-negative integer, got ${outOfOrderMs}`);
-  const pk = options.rekey?.partitionKey;
-  return newState(ruleSet, options.partition, outOfOrderMs, options.limits, {
-    rekey: options.rekey !== undefined,
-    localSpace: pk === undefined ? undefined : keySpaceOf(pk),
-    down: undefined,
-  });
+  let hop: SourceHop | undefined;
+  if (options.rekey !== undefined) {
+    hop = new SourceHop(options.rekey);
+    hop.addSpaces(ruleSet);
+  }
+  return newState(ruleSet, options.partition, outOfOrderMs, options.limits, hop, undefined);
 }
 
 /**
@@ -270,11 +276,7 @@ export function createDownstream(
   /** A restore's: what it knew of its sources. */
   down = new Downstream(options.space, options.sources),
 ): PartitionState {
-  return newState(ruleSet, options.partition, 0, options.limits, {
-    rekey: false,
-    localSpace: undefined,
-    down,
-  });
+  return newState(ruleSet, options.partition, 0, options.limits, undefined, down);
 }
 
 function newState(
@@ -282,15 +284,15 @@ function newState(
   partition: number,
   outOfOrderMs: number,
   limits: RuleLimits | undefined,
-  hop: Pick<PartitionState, 'rekey' | 'localSpace' | 'down'>,
+  hop: SourceHop | undefined,
+  down: Downstream | undefined,
 ): PartitionState {
   return {
     partition,
     outOfOrderMs,
     limits: limits ?? DEFAULT_LIMITS,
-    rekey: hop.rekey,
-    localSpace: hop.localSpace,
-    down: hop.down,
+    hop,
+    down,
     ruleSet,
     offset: 0,
     maxTs: -Infinity,
@@ -323,7 +325,7 @@ function newState(
 const NONE: never[] = Object.freeze([]) as unknown as never[];
 
 type Lists =
-  'alerts' | 'late' | 'invalid' | 'errors' | 'overflows' | 'matched' | 'keyMissing' | 'forwards';
+  'alerts' | 'late' | 'invalid' | 'errors' | 'overflows' | 'matched' | 'keyMissing' | 'sent';
 type MutableResult = { -readonly [K in keyof ProcessResult]: ProcessResult[K] };
 
 export function newResult(): ProcessResult {
@@ -335,9 +337,10 @@ export function newResult(): ProcessResult {
     overflows: NONE,
     matched: NONE,
     keyMissing: NONE,
-    forwards: NONE,
+    sent: NONE,
     suppressed: 0,
     applied: undefined,
+    skipped: undefined,
   };
 }
 

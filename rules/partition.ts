@@ -6,7 +6,7 @@ import { newKeyState } from './cep/host.js';
 import type { CompiledRule } from './compile-rule.js';
 import { RuleEvaluationError } from './errors.js';
 import { InvalidReason, parseEvent } from './event.js';
-import { rekeyed } from './downstream.js';
+import type { SourceHop } from './source-hop.js';
 import type { EventRef } from './types.js';
 import { Hits, keyOf, LazyContext, ruleVerdict, TRIGGER } from './verdict.js';
 import {
@@ -19,7 +19,7 @@ import {
 } from './partition-state.js';
 import { loadState, saveState } from './keyed-access.js';
 import { hostFor, type Host } from './partition-host.js';
-import { onForward, onReport } from './downstream-records.js';
+import { onForward, onReport, sourceHorizon } from './downstream-records.js';
 import { release, applyRuleSet } from './release.js';
 import { tag } from './lineage-use.js';
 
@@ -74,7 +74,7 @@ function onEvent(
     }
     const trigger = (v & TRIGGER) !== 0;
     if (trigger) add(out, 'matched', rule.id);
-    if (st.rekey && rekeyed(rule, st.localSpace)) {
+    if (st.hop !== undefined && st.hop.sendsOn(rule)) {
       const space = rule.keySpace as string;
       if (v !== 0 && (spaces === undefined || !spaces.includes(space))) {
         (spaces ??= []).push(space);
@@ -121,24 +121,33 @@ function onEvent(
     st.buffer.push(b);
     tag(st, b);
   }
-  if (spaces !== undefined) {
-    const text = parsed.text ?? JSON.stringify(event);
-    for (let i = 0; i < spaces.length; i++)
-      add(out, 'forwards', {
-        space: spaces[i] as string,
-        key: (spaceKeys as string[])[i] as string,
-        srcSeq: rec.seq,
-        controlSeq: rs.controlSeq,
-        ts,
-        publishTs: rec.publishTs,
-        text,
-      });
-  }
   if (ts > st.maxEventTs) st.maxEventTs = ts;
   // Event time moves no further than the log's own clock: an event whose `ts` runs ahead of the
   // time it was stored (a producer's clock ahead, or a bad one inside the future limit) is judged
   // at its `ts`, but cannot push the watermark past events stored after it in time.
   advance(st, ts < rec.publishTs ? ts : rec.publishTs, h);
+  if (spaces !== undefined) {
+    const hop = st.hop as SourceHop;
+    const text = parsed.text ?? JSON.stringify(event);
+    for (let i = 0; i < spaces.length; i++) {
+      const space = spaces[i] as string;
+      const key = (spaceKeys as string[])[i] as string;
+      const { partition, n } = hop.route(space, key);
+      add(out, 'sent', {
+        kind: 'forward',
+        space,
+        partition,
+        n,
+        srcSeq: rec.seq,
+        controlSeq: rs.controlSeq,
+        watermark: st.watermark,
+        key,
+        ts,
+        publishTs: rec.publishTs,
+        text,
+      });
+    }
+  }
 }
 
 function onTick(
@@ -173,6 +182,28 @@ function onMarker(
   out: ProcessResult,
 ): void {
   applyRuleSet(st, rec.ruleSet, out);
+}
+
+/**
+ * A source's report to every downstream partition of every key space it sends to: at each epoch
+ * marker (so the first report of a rule set carries the horizon at its marker) and as event time
+ * passes (so a downstream hears from a source it gets no events from).
+ */
+function report(st: PartitionState, hop: SourceHop, out: ProcessResult): void {
+  if (out.applied !== undefined) hop.addSpaces(st.ruleSet);
+  if (st.watermark > -Infinity) hop.lastReport = st.watermark;
+  const horizon = sourceHorizon(st);
+  for (const [space, counts] of hop.sent)
+    for (let p = 0; p < counts.length; p++)
+      add(out, 'sent', {
+        kind: 'report',
+        space,
+        partition: p,
+        n: hop.number(space, p),
+        controlSeq: st.ruleSet.controlSeq,
+        watermark: st.watermark,
+        horizon,
+      });
 }
 
 /**
@@ -211,6 +242,9 @@ export function processRecord(st: PartitionState, rec: PartitionRecord): Process
       onReport(st, rec, out, h);
       break;
   }
+  const hop = st.hop;
+  if (hop !== undefined && (out.applied !== undefined || hop.due(st.watermark)))
+    report(st, hop, out);
   st.offset = rec.seq;
   return out;
 }

@@ -13,6 +13,7 @@ import {
 import type { RuleSet } from './rule-set.js';
 import type { CompiledRule } from './compile-rule.js';
 import { buffersHits, Downstream, type DownstreamJSON } from './downstream.js';
+import type { SourceHopJSON } from './source-hop.js';
 import { bufferedHits, EXPECTED, Hits, TRIGGER } from './verdict.js';
 
 // v5 (checkpoint metas): keyed-state fields name lineages by number, and the store keeps the
@@ -82,6 +83,8 @@ export interface MetaJSON {
   maxEventTs?: number;
   /** A downstream partition of a re-keying hop: its sources and changes. */
   down?: DownstreamJSON;
+  /** A source partition of a re-keying hop: what it sent where (see `source-hop.ts`). */
+  hop?: SourceHopJSON;
 }
 
 interface PartitionJSON extends MetaJSON {
@@ -138,6 +141,7 @@ export function metaText(st: PartitionState, snapshot: boolean): string {
     ...(st.legacyExpiry === undefined || snapshot ? {} : { legacyExpiry: st.legacyExpiry }),
     ...(st.maxEventTs > st.maxTs ? { maxEventTs: st.maxEventTs } : {}),
     ...(st.down === undefined ? {} : { down: st.down.toJSON() }),
+    ...(st.hop === undefined ? {} : { hop: st.hop.toJSON() }),
   });
   if (!snapshot) {
     const seqs = [...st.tags.keys()].map((rs) => rs.controlSeq).sort((x, y) => x - y);
@@ -235,8 +239,13 @@ export function restoreMeta(
   st.offset = json.offset;
   st.maxTs = json.maxTs ?? -Infinity;
   st.maxEventTs = json.maxEventTs ?? st.maxTs;
+  if (json.hop !== undefined) st.hop?.restore(json.hop);
   const judges = (rule: CompiledRule): boolean =>
-    buffersHits(rule, st.down?.space, st.rekey, st.localSpace);
+    buffersHits(
+      rule,
+      st.down?.space,
+      st.hop === undefined ? undefined : (r) => st.hop?.sendsOn(r) === true,
+    );
   st.watermark = json.watermark ?? -Infinity;
   st.timerN = json.timerN;
   const restore = ([ts, seq, id, e, cs, keyOrHits, pos]: BufferedJSON): void => {

@@ -5,11 +5,9 @@ import {
   emptyRuleSet,
   processRecord,
   restorePartitionParts,
-  sourceHorizon,
   type PartitionRecord,
   type PartitionState,
   type ProcessResult,
-  type RekeyOptions,
   type RuleSet,
 } from '../../rules/index.js';
 import { partitionOf } from '../../protocol/index.js';
@@ -33,50 +31,48 @@ export interface SourceRun {
 
 /**
  * Runs source partitions over their logs as the live path would, and collects what each sends
- * downstream: its forwards to the downstream partition of their key, and reports to every
- * downstream partition at the start (its first rule set), at each marker it applies, when
- * `reportAfter` says so, and at the end of its log.
+ * downstream, per key space, per downstream partition, per source, in order.
  */
 export function runSources(
   logs: readonly PartitionRecord[][],
   opts: {
     readonly first: RuleSet;
     readonly sets: ReadonlyMap<number, RuleSet>;
-    readonly spaces: readonly string[];
     readonly downstreams: number;
-    readonly rekey: RekeyOptions;
+    readonly partitionKey: readonly string[];
+    readonly reportEveryMs?: number;
     readonly outOfOrderMs?: number;
-    readonly reportAfter?: (src: number, index: number, down: number) => boolean;
     /** Checkpoints every `every` records and, at record `at`, restores from the last one and goes on from there. */
     readonly crash?: Crash;
   },
 ): SourceRun {
-  const queues: HopQueues = new Map(
-    opts.spaces.map((sp) => [
-      sp,
-      Array.from({ length: opts.downstreams }, () => logs.map((): HopRecord[] => [])),
-    ]),
-  );
-  const sources: PartitionState[] = [];
-  const results: ProcessResult[][] = [];
-  const options = { outOfOrderMs: opts.outOfOrderMs ?? 0, rekey: opts.rekey };
+  const queues: HopQueues = new Map();
+  const queue = (space: string, d: number, src: number): HopRecord[] => {
+    let q = queues.get(space);
+    if (q === undefined)
+      queues.set(
+        space,
+        (q = Array.from({ length: opts.downstreams }, () => logs.map((): HopRecord[] => []))),
+      );
+    return q[d]?.[src] as HopRecord[];
+  };
+  const options = {
+    outOfOrderMs: opts.outOfOrderMs ?? 0,
+    rekey: {
+      partitionKey: opts.partitionKey,
+      partitions: opts.downstreams,
+      partitionOf,
+      reportEveryMs: opts.reportEveryMs,
+    },
+  };
   const at = (c: number): RuleSet | undefined =>
     c === opts.first.controlSeq ? opts.first : opts.sets.get(c);
+  const sources: PartitionState[] = [];
+  const results: ProcessResult[][] = [];
   logs.forEach((log, src) => {
     let st = createPartition(opts.first, { partition: src, ...options });
     const outs: ProcessResult[] = [];
     results.push(outs);
-    const report = (d: number): void => {
-      for (const q of queues.values())
-        q[d]?.[src]?.push({
-          kind: 'report',
-          src,
-          ruleSet: st.ruleSet,
-          watermark: st.watermark,
-          horizon: sourceHorizon(st),
-        });
-    };
-    for (let d = 0; d < opts.downstreams; d++) report(d);
     const store = memoryStore();
     let crashed = false;
     for (let i = 0; i < log.length; i++) {
@@ -92,29 +88,37 @@ export function runSources(
           i = 0;
         }
       }
-      const rec = log[i] as PartitionRecord;
-      const out = processRecord(st, rec);
+      const out = processRecord(st, log[i] as PartitionRecord);
       outs.push(out);
-      for (const f of out.forwards) {
-        const ruleSet = opts.sets.get(f.controlSeq);
-        if (ruleSet === undefined) throw new Error(`no rule set ${f.controlSeq}`);
-        queues.get(f.space)?.[partitionOf(f.key, opts.downstreams)]?.[src]?.push({
-          kind: 'forward',
-          src,
-          srcSeq: f.srcSeq,
-          ruleSet,
-          watermark: st.watermark,
-          key: f.key,
-          data: f.text,
-          publishTs: f.publishTs,
-        });
+      for (const m of out.sent) {
+        const ruleSet = at(m.controlSeq);
+        if (ruleSet === undefined) throw new Error(`no rule set ${m.controlSeq}`);
+        queue(m.space, m.partition, src).push(
+          m.kind === 'forward'
+            ? {
+                kind: 'forward',
+                src,
+                n: m.n,
+                srcSeq: m.srcSeq,
+                ruleSet,
+                watermark: m.watermark,
+                key: m.key,
+                data: m.text,
+                publishTs: m.publishTs,
+              }
+            : {
+                kind: 'report',
+                src,
+                n: m.n,
+                ruleSet,
+                watermark: m.watermark,
+                horizon: m.horizon,
+              },
+        );
       }
-      for (let d = 0; d < opts.downstreams; d++)
-        if (out.applied !== undefined || opts.reportAfter?.(src, i, d)) report(d);
       if (opts.crash !== undefined && (i + 1) % opts.crash.every === 0)
         writeParts(store, checkpointParts(st));
     }
-    for (let d = 0; d < opts.downstreams; d++) report(d);
     sources.push(st);
   });
   return { queues, sources, results };
@@ -183,4 +187,16 @@ export function withReplay(list: readonly HopRecord[], from: number, to: number)
   const a = Math.min(from, to, list.length);
   const b = Math.min(Math.max(from, to), list.length);
   return [...list.slice(0, b), ...list.slice(a, b), ...list.slice(b)];
+}
+
+/**
+ * A source's records as a failed publish leaves them: record `at` lost, those after it up to `to`
+ * taken in their turn or not, then sent again from `at` on, in order (the source goes back to the
+ * failed one).
+ */
+export function withGap(list: readonly HopRecord[], at: number, to: number): HopRecord[] {
+  const a = Math.min(at, to, list.length);
+  const b = Math.min(Math.max(at, to), list.length);
+  if (a >= b) return [...list];
+  return [...list.slice(0, a), ...list.slice(a + 1, b), ...list.slice(a, b), ...list.slice(b)];
 }

@@ -17,7 +17,15 @@ import {
   type RuleSet,
 } from '../../rules/index.js';
 import { memoryStore, ruleSetOf, writeParts } from './harness.js';
-import { runDownstream, runSources, withReplay, type Crash, type SourceRun } from './hop.js';
+import {
+  runDownstream,
+  runSources,
+  withGap,
+  withReplay,
+  type Crash,
+  type SourceRun,
+} from './hop.js';
+import { partitionOf } from '../../protocol/index.js';
 import { rules as baseRules, step, toRecords, type Step } from './random-logs.js';
 
 /**
@@ -72,17 +80,31 @@ function versions(): RuleSet[] {
 }
 
 const SETS = versions();
-const BY_SEQ = new Map(SETS.map((rs) => [rs.controlSeq, rs]));
-const SPACES = [keySpaceOf(['card']), keySpaceOf(['card', 'type']), keySpaceOf(['type', 'card'])];
-const REKEY = { partitionKey: ['acct'] };
+/** A last change that every source applies at the end of its log: every source then reports where it ended. */
+const LAST = change(
+  SETS.at(-1) as RuleSet,
+  { op: 'upsert-rule', rule: { ...byId('velocity'), description: 'last' } },
+  SETS.length + 1,
+);
+const BY_SEQ = new Map([...SETS, LAST].map((rs) => [rs.controlSeq, rs]));
+const SPACES = [keySpaceOf(['card']), keySpaceOf(['card', 'type'])];
+const REKEY = { partitionKey: ['acct'], partitions: 2, partitionOf };
 
 /**
  * One source's log: the random-log records with `acct` (the partition key) in each event,
- * positions unique over all sources; `flush`: then a tick far ahead, as an idle source sends.
+ * positions unique over all sources; `flush`: then a tick far ahead, as an idle source sends;
+ * `last`: then the marker of {@link LAST}.
  */
-function sourceLog(steps: Step[], src: number, sources: number, flush = false): PartitionRecord[] {
+function sourceLog(
+  steps: Step[],
+  src: number,
+  sources: number,
+  flush = false,
+  last = false,
+): PartitionRecord[] {
   const records = toRecords(steps, SETS);
   if (flush) records.push({ kind: 'tick', seq: records.length + 1, ts: 1e9 });
+  if (last) records.push({ kind: 'marker', seq: records.length + 1, ruleSet: LAST });
   return records.map((r) => {
     const seq = (r.seq - 1) * sources + src + 1;
     if (r.kind !== 'event' || typeof r.data !== 'string' || !r.data.startsWith('{"type"'))
@@ -143,9 +165,22 @@ describe('re-keying hop', () => {
       publishTs: 1000,
       data: '{"type":"payment","card":"c1","amount":3,"acct":"k1","ts":1000}',
     });
-    expect(out.forwards.map((f) => [f.space, f.key, f.srcSeq, f.controlSeq])).toEqual([
-      ['card', 'c1', 7, 1],
-      ['card~type', '["c1","payment"]', 7, 1],
+    // The first event gives a watermark: the source reports it to every downstream partition.
+    expect(
+      out.sent.map((m) =>
+        m.kind === 'forward'
+          ? [m.kind, m.space, m.partition, m.n, m.key, m.srcSeq, m.controlSeq]
+          : [m.kind, m.space, m.partition, m.n, m.watermark],
+      ),
+    ).toEqual([
+      ['forward', 'card', partitionOf('c1', 2), 1, 'c1', 7, 1],
+      ['forward', 'card~type', partitionOf('["c1","payment"]', 2), 1, '["c1","payment"]', 7, 1],
+      ...SPACES.flatMap((space) =>
+        [0, 1].map((p) => {
+          const forwarded = p === partitionOf(space === 'card' ? 'c1' : '["c1","payment"]', 2);
+          return ['report', space, p, forwarded ? 2 : 1, 999];
+        }),
+      ),
     ]);
     // `big-card` keeps no state but suppresses by card: re-keyed; `big` stays and fires here.
     const big = processRecord(st, {
@@ -187,42 +222,51 @@ describe('re-keying hop', () => {
               fc.array(sourceSteps, { minLength: n, maxLength: n }),
               fc.integer({ min: 1, max: 2 }),
               fc.array(fc.nat(7), { maxLength: 400 }),
-              fc.integer({ min: 0, max: 3 }),
+              fc.integer({ min: 1, max: 200 }),
               fc.integer({ min: 0, max: 40 }),
               fc.boolean(),
-              fc.tuple(fc.nat(150), fc.nat(150)),
+              fc.tuple(fc.nat(150), fc.nat(150), fc.nat(150), fc.nat(150)),
               fc.record({ every: fc.integer({ min: 1, max: 20 }), at: fc.nat(200) }),
             ),
           ),
-        ([stepsPerSource, downstreams, picks, every, ooo, flush, [from, to], crash]) => {
+        ([
+          stepsPerSource,
+          downstreams,
+          picks,
+          every,
+          ooo,
+          flush,
+          [from, to, gapAt, gapTo],
+          crash,
+        ]) => {
           const logs = stepsPerSource.map((s, src) =>
-            sourceLog(s, src, stepsPerSource.length, flush),
+            sourceLog(s, src, stepsPerSource.length, flush, true),
           );
-          const run = (
-            reportAfter?: (src: number, i: number, d: number) => boolean,
-            restart?: Crash,
-          ): SourceRun =>
+          const run = (reportEveryMs: number, restart?: Crash): SourceRun =>
             runSources(logs, {
               first: SETS[0] as RuleSet,
               sets: BY_SEQ,
-              spaces: SPACES,
               downstreams,
-              rekey: REKEY,
+              partitionKey: ['acct'],
+              reportEveryMs,
               outOfOrderMs: ooo,
-              reportAfter,
               crash: restart,
             });
-          const sparseRun = run();
-          // The dense run's sources report more often and restart once from a checkpoint.
-          const denseRun = run((src, i, d) => every > 0 && (i + src + d) % every === 0, crash);
+          // The sparse run's sources report at markers only (and once at first).
+          const sparseRun = run(1e12);
+          // The dense run's sources report as event time passes and restart once from a checkpoint.
+          const denseRun = run(every, crash);
           expect(localAlertIds(denseRun.results)).toEqual(localAlertIds(sparseRun.results));
           const sparse = sparseRun.queues;
           const dense = denseRun.queues;
-          for (const space of SPACES)
+          for (const space of new Set([...sparse.keys(), ...dense.keys()]))
             for (let d = 0; d < downstreams; d++) {
               const a = runDownstream(space, d, sparse.get(space)?.[d] ?? []);
-              // And its downstream sees a stretch of each source's records again, and restarts.
-              const replayed = (dense.get(space)?.[d] ?? []).map((l) => withReplay(l, from, to));
+              // And its downstream sees a stretch of each source's records again, a stretch sent
+              // again after a gap (a failed publish), and restarts.
+              const replayed = (dense.get(space)?.[d] ?? []).map((l) =>
+                withGap(withReplay(l, from, to), gapAt, gapTo),
+              );
               const b = runDownstream(space, d, replayed, picks, crash, (c) => BY_SEQ.get(c));
               expect(summary(b)).toBe(summary(a));
               // No lineage outlives the rule sets in play: each change ends the old ones for good.
@@ -261,13 +305,14 @@ describe('re-keying hop', () => {
           const { queues } = runSources(logs, {
             first: SETS[0] as RuleSet,
             sets: BY_SEQ,
-            spaces: SPACES,
             downstreams: 2,
-            rekey: REKEY,
+            partitionKey: ['acct'],
+            // Every step of event time reported: every downstream partition ends where the sources do.
+            reportEveryMs: 1,
           });
           const hop: Alert[] = [];
           let watermark = Infinity;
-          for (const space of SPACES)
+          for (const space of queues.keys())
             for (let d = 0; d < 2; d++) {
               const { results, state } = runDownstream(
                 space,
