@@ -5,6 +5,13 @@
  * and the tests' single-threaded reference all read the logs through it, so they cannot drift.
  */
 export { foldControl, foldVersions } from './fold-control.js';
+export {
+  classifyHop,
+  hopPayload,
+  REKEY_SUBJECTS,
+  rekeySubject,
+  type HopClass,
+} from './hop-wire.js';
 export { partitionOf } from './partitioner.js';
 export { storedAtMs } from './stored-at.js';
 export { partitionRecord, type StoredMessage } from './partition-record.js';

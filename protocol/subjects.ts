@@ -5,6 +5,8 @@ export const Streams = {
   control: 'CONTROL',
   alerts: 'ALERTS',
   dlq: 'DLQ',
+  /** The re-keying hop: what source partitions send the downstream partitions of key spaces. */
+  rekey: 'REKEY',
 } as const;
 
 export const CONTROL_SUBJECT = 'vigil.control';

@@ -1,0 +1,78 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { classifyHop, hopPayload, rekeySubject } from '../../protocol/index.js';
+import type { HopMessage } from '../../rules/index.js';
+
+const enc = (s: string): Uint8Array => new TextEncoder().encode(s);
+
+describe('the re-keying hop on the wire', () => {
+  it('names a key space partition by one subject token each', () => {
+    expect(rekeySubject('card~type', 3)).toBe('rekey.card~type.3');
+  });
+
+  it('reads back every forward and report it writes, keys and texts of any characters', () => {
+    const time = fc.oneof(fc.constant(-Infinity), fc.integer({ min: -1e12, max: 1e13 }));
+    const common = {
+      space: fc.constant('card'),
+      partition: fc.nat(15),
+      n: fc.integer({ min: 1, max: 1e12 }),
+      controlSeq: fc.nat(1e9),
+      watermark: time,
+    };
+    const message: fc.Arbitrary<HopMessage> = fc.oneof(
+      fc.record({
+        kind: fc.constant('forward' as const),
+        ...common,
+        srcSeq: fc.integer({ min: 1, max: 1e15 }),
+        key: fc.string({ minLength: 1, unit: 'binary' }),
+        ts: fc.integer({ min: 0, max: 1e13 }),
+        publishTs: fc.integer({ min: 0, max: 1e13 }),
+        text: fc.string({ unit: 'binary' }).map((s) => JSON.stringify({ type: 'x', s })),
+      }),
+      fc.record({ kind: fc.constant('report' as const), ...common, horizon: time }),
+    );
+    fc.assert(
+      fc.property(fc.nat(1023), message, (src, m) => {
+        const back = classifyHop(hopPayload(src, m));
+        if (m.kind === 'forward')
+          expect(back).toEqual({
+            kind: 'forward',
+            src,
+            n: m.n,
+            srcSeq: m.srcSeq,
+            controlSeq: m.controlSeq,
+            watermark: m.watermark,
+            ts: m.ts,
+            publishTs: m.publishTs,
+            key: m.key,
+            text: m.text,
+          });
+        else
+          expect(back).toEqual({
+            kind: 'report',
+            src,
+            n: m.n,
+            controlSeq: m.controlSeq,
+            watermark: m.watermark,
+            horizon: m.horizon,
+          });
+      }),
+    );
+  });
+
+  it('refuses what no source wrote, saying what a message must be', () => {
+    for (const bad of [
+      '{"type":"payment"}',
+      'R 1 2 3 4',
+      'R 1 2 x 4 5',
+      'F 1 2 3 4 5 6 7 9\nk{}',
+      'F 1 2 3 4 5 6 7 0\nk{}',
+      'F 1 2 3 4 5 6 7\nk{}',
+      'R 1 2 3 4 5\nextra',
+    ]) {
+      const c = classifyHop(enc(bad));
+      expect(c.kind, bad).toBe('dead');
+      if (c.kind === 'dead') expect(c.message).toContain('rekey.>');
+    }
+  });
+});
