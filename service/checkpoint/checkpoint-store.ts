@@ -38,6 +38,12 @@ export interface CheckpointStore {
   loadRuleSet(controlSeq: number): Promise<RuleSetJSON | undefined>;
   /** The control sequence of each partition's checkpoint (0: none), partitions 0 … n − 1. */
   loadControlSeqs(partitions: number): Promise<number[]>;
+  /**
+   * The same store for the downstream partitions of key space `space` (the re-keying hop): their
+   * own checkpoints, fenced by the lease of the event-log partition of the same number, whose
+   * owner runs them. Rule sets are shared. Closing the view leaves the store open.
+   */
+  forSpace(space: string): CheckpointStore;
   close(): Promise<void>;
 }
 
@@ -183,7 +189,13 @@ export class RedisCheckpointStore implements CheckpointStore {
   constructor(
     private readonly url: string,
     private readonly prefix = 'vigil:',
+    /** A view's: the key space whose downstream partitions it stores, and the store's client. */
+    private readonly view?: { readonly space: string; readonly redis: Redis },
   ) {
+    if (view !== undefined) {
+      this.redis = view.redis;
+      return;
+    }
     // Commands wait (offline queue) while Redis is away; the caller bounds how much work piles up.
     this.redis = new Redis(url, {
       lazyConnect: false,
@@ -197,10 +209,25 @@ export class RedisCheckpointStore implements CheckpointStore {
     });
   }
 
-  /** The partition's meta hash, keyed-state hash and buffered-events hash. */
+  forSpace(space: string): CheckpointStore {
+    return new RedisCheckpointStore(this.url, this.prefix, { space, redis: this.redis });
+  }
+
+  /**
+   * The partition's meta hash, keyed-state hash and buffered-events hash: `vigil:p:<p>…` for
+   * the event log's partitions, `vigil:r:<space>:<p>…` for a key space's downstream ones.
+   */
   private keys(p: number): [string, string, string] {
-    const meta = `${this.prefix}p:${p}`;
+    const meta =
+      this.view === undefined ? `${this.prefix}p:${p}` : `${this.prefix}r:${this.view.space}:${p}`;
     return [meta, `${meta}:state`, `${meta}:buffer`];
+  }
+
+  /** How log lines name the partition. */
+  private named(p: number): string {
+    return this.view === undefined
+      ? `partition ${p}`
+      : `partition ${p} of key space ${this.view.space}`;
   }
 
   async load(partition: number): Promise<StoredCheckpoint | undefined> {
@@ -273,7 +300,7 @@ export class RedisCheckpointStore implements CheckpointStore {
     } catch (e) {
       if (e instanceof Error && e.message.includes('VIGIL_FENCED'))
         throw new CheckpointFencedError(
-          `checkpoint of partition ${partition} refused: ${e.message}`,
+          `checkpoint of ${this.named(partition)} refused: ${e.message}`,
         );
       throw e;
     }
@@ -303,6 +330,7 @@ export class RedisCheckpointStore implements CheckpointStore {
   }
 
   async close(): Promise<void> {
+    if (this.view !== undefined) return;
     await this.redis.quit().catch(() => this.redis.disconnect());
   }
 }

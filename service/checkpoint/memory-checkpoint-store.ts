@@ -1,5 +1,5 @@
 import { writeCheckpointParts, type CheckpointParts, type RuleSetJSON } from '../../rules/index.js';
-import type { MemoryStoreBackend } from '../ownership/memory-backend.js';
+import type { MemoryCheckpoint, MemoryStoreBackend } from '../ownership/memory-backend.js';
 import {
   CheckpointFencedError,
   type CheckpointStore,
@@ -17,7 +17,19 @@ import {
 export class MemoryCheckpointStore implements CheckpointStore {
   private closed = false;
 
-  constructor(private readonly backend: MemoryStoreBackend) {}
+  constructor(
+    private readonly backend: MemoryStoreBackend,
+    /** A view's: the key space whose downstream partitions it stores. */
+    private readonly space?: string,
+  ) {}
+
+  forSpace(space: string): CheckpointStore {
+    return new MemoryCheckpointStore(this.backend, space);
+  }
+
+  private get checkpoints(): Map<number, MemoryCheckpoint> {
+    return this.backend.checkpointsOf(this.space);
+  }
 
   private check(): void {
     if (this.closed) throw new Error('checkpoint store closed');
@@ -26,7 +38,7 @@ export class MemoryCheckpointStore implements CheckpointStore {
 
   async load(partition: number): Promise<StoredCheckpoint | undefined> {
     this.check();
-    const c = this.backend.checkpoints.get(partition);
+    const c = this.checkpoints.get(partition);
     if (c?.meta === undefined) return undefined;
     // Copies: the stored maps go on changing under later writes.
     return {
@@ -41,13 +53,13 @@ export class MemoryCheckpointStore implements CheckpointStore {
 
   async loadOffset(partition: number): Promise<number> {
     this.check();
-    return this.backend.checkpoints.get(partition)?.offset ?? 0;
+    return this.checkpoints.get(partition)?.offset ?? 0;
   }
 
   async save(partition: number, parts: CheckpointParts, fence: number): Promise<void> {
     this.check();
     const issued = this.backend.tokens.get(partition) ?? 0;
-    const stored = this.backend.checkpoints.get(partition);
+    const stored = this.checkpoints.get(partition);
     const storedFence = stored?.fence ?? 0;
     const storedOffset = stored?.offset ?? -1;
     const refused =
@@ -60,7 +72,7 @@ export class MemoryCheckpointStore implements CheckpointStore {
             : undefined;
     if (refused !== undefined)
       throw new CheckpointFencedError(`checkpoint of partition ${partition} refused: ${refused}`);
-    const c = this.backend.checkpoint(partition);
+    const c = this.backend.checkpoint(partition, this.space);
     writeCheckpointParts({ fields: c.state, buffered: c.buffer, lineages: c.lineages }, parts);
     c.fence = fence;
     c.offset = parts.offset;
@@ -81,13 +93,10 @@ export class MemoryCheckpointStore implements CheckpointStore {
 
   async loadControlSeqs(partitions: number): Promise<number[]> {
     this.check();
-    return Array.from(
-      { length: partitions },
-      (_, p) => this.backend.checkpoints.get(p)?.controlSeq ?? 0,
-    );
+    return Array.from({ length: partitions }, (_, p) => this.checkpoints.get(p)?.controlSeq ?? 0);
   }
 
   async close(): Promise<void> {
-    this.closed = true;
+    if (this.space === undefined) this.closed = true;
   }
 }

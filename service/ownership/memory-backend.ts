@@ -52,6 +52,8 @@ export class MemoryStoreBackend {
   /** Registrations stay until a heartbeat sweeps them once expired, as in Redis' members hash. */
   readonly members = new Map<string, MemoryMember>();
   readonly checkpoints = new Map<number, MemoryCheckpoint>();
+  /** The checkpoints of the key spaces' downstream partitions (the re-keying hop), by key space. */
+  readonly spaceCheckpoints = new Map<string, Map<number, MemoryCheckpoint>>();
   readonly ruleSets = new Map<number, string>();
   private rebalance: MemoryLock | undefined;
   /**
@@ -112,9 +114,18 @@ export class MemoryStoreBackend {
     return token;
   }
 
-  /** The partition's checkpoint, made empty on first use. */
-  checkpoint(p: number): MemoryCheckpoint {
-    let c = this.checkpoints.get(p);
+  /** The checkpoints of the event log's partitions, or of key space `space`'s downstream ones. */
+  checkpointsOf(space: string | undefined): Map<number, MemoryCheckpoint> {
+    if (space === undefined) return this.checkpoints;
+    let m = this.spaceCheckpoints.get(space);
+    if (m === undefined) this.spaceCheckpoints.set(space, (m = new Map()));
+    return m;
+  }
+
+  /** The partition's checkpoint (of key space `space`'s downstream partition), made empty on first use. */
+  checkpoint(p: number, space?: string): MemoryCheckpoint {
+    const checkpoints = this.checkpointsOf(space);
+    let c = checkpoints.get(p);
     if (c === undefined) {
       c = {
         fence: 0,
@@ -125,7 +136,7 @@ export class MemoryStoreBackend {
         state: new Map(),
         buffer: new Map(),
       };
-      this.checkpoints.set(p, c);
+      checkpoints.set(p, c);
     }
     return c;
   }

@@ -237,6 +237,32 @@ export function checkpointStoreContract(factory: StoreEnvFactory): void {
       expect(new Map(read?.fields)).toEqual(new Map(fields(0, 3, 'a')));
     });
 
+    it("a key space's view keeps its downstream partitions' checkpoints apart, shares rule sets, and is fenced by the partition's lease", async () => {
+      const card = store.forSpace('card');
+      const pair = store.forSpace('card~type');
+      await roundTrip(card, 2, 12);
+      await store.save(2, checkpointParts(5, fields(0, 1, 'log'), [], true, { controlSeq: 2 }), 1);
+      await pair.save(2, checkpointParts(9, fields(0, 1, 'pair'), [], true, { controlSeq: 7 }), 1);
+      expect(new Map((await store.load(2))?.fields)).toEqual(new Map(fields(0, 1, 'log')));
+      expect(new Map((await pair.load(2))?.fields)).toEqual(new Map(fields(0, 1, 'pair')));
+      expect(await card.loadOffset(2)).toBe(30);
+      expect(await pair.loadControlSeqs(3)).toEqual([0, 0, 7]);
+      expect(await store.loadControlSeqs(3)).toEqual([0, 0, 2]);
+      await card.saveRuleSet(5, JSON.stringify(ruleSetJSON(5)));
+      expect(await store.loadRuleSet(5)).toEqual(ruleSetJSON(5));
+      // The owner of partition 1's lease runs its downstream partitions too: an older owner is refused.
+      const leases = await env.leaseStore('a', 'i1', 10_000);
+      await leases.heartbeat(true);
+      const token = (await leases.acquire(1)) as number;
+      await expect(
+        pair.save(1, checkpointParts(3, [], [], true), token - 1),
+      ).rejects.toBeInstanceOf(CheckpointFencedError);
+      await pair.save(1, checkpointParts(3, fields(0, 1, 'ok'), [], true), token);
+      // Closing a view leaves the store open.
+      await card.close();
+      expect(await store.loadOffset(2)).toBe(5);
+    });
+
     it('a closed store refuses every operation', async () => {
       await store.close();
       await expect(store.loadOffset(0)).rejects.toThrow();

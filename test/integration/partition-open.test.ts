@@ -48,6 +48,7 @@ class StaleOffsetStore implements CheckpointStore {
   saveRuleSet: CheckpointStore['saveRuleSet'] = (...a) => this.inner.saveRuleSet(...a);
   loadRuleSet: CheckpointStore['loadRuleSet'] = (...a) => this.inner.loadRuleSet(...a);
   loadControlSeqs: CheckpointStore['loadControlSeqs'] = (...a) => this.inner.loadControlSeqs(...a);
+  forSpace: CheckpointStore['forSpace'] = (space) => this.inner.forSpace(space);
   close(): Promise<void> {
     return Promise.resolve();
   }

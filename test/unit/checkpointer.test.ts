@@ -36,6 +36,7 @@ class FlakyCheckpointStore implements CheckpointStore {
     return fn();
   }
   load = (p: number): Promise<StoredCheckpoint | undefined> => this.call(() => this.inner.load(p));
+  forSpace = (space: string): CheckpointStore => this.inner.forSpace(space);
   loadOffset = (p: number): Promise<number> => this.call(() => this.inner.loadOffset(p));
   save = (partition: number, parts: CheckpointParts, fence: number): Promise<void> =>
     this.call(async () => {
