@@ -80,6 +80,27 @@ export interface VigilOptions {
    */
   readonly tickIntervalMs: number;
   /**
+   * The re-keying hop: `on` sends the events of rules keyed by other fields than the partition
+   * key (see `partitionKey`) through `REKEY` to the partition of their key there, so such a rule
+   * sees every event of its key; `off` judges them within the event's partition.
+   * @default `off`
+   */
+  readonly rekey: 'on' | 'off';
+  /**
+   * The event field(s) producers partition by (publish under `events.<value>`), comma-separated:
+   * rules keyed by exactly these fields stay in their partition, with no hop. Empty: every rule
+   * with a `key` goes through the hop (with `rekey` on).
+   * @default '' (none)
+   */
+  readonly partitionKey: string;
+  /**
+   * With `rekey` on: a partition reports its watermark to the key spaces' partitions when it has
+   * moved this far (ms of event time), as well as at every rule change; a downstream partition
+   * waits for the slowest of its sources.
+   * @default 1000
+   */
+  readonly rekeyReportMs: number;
+  /**
    * Rule errors (per rule version, per worker) after which the rule is paused through
    * `CONTROL`.
    * @default 100
@@ -159,6 +180,9 @@ export const DEFAULT_OPTIONS: Omit<VigilOptions, 'limits' | 'workers'> = Object.
   workerRecycleSlackMb: 64,
   outOfOrderMs: 1000,
   tickIntervalMs: 1000,
+  rekey: 'off',
+  partitionKey: '',
+  rekeyReportMs: 1000,
   quarantineAfterErrors: 100,
   duplicateWindowMs: 10 * 60_000,
   maxInFlightPublishes: 1000,
@@ -185,6 +209,9 @@ export const ENV = {
   VIGIL_WORKER_RECYCLE_SLACK_MB: 'workerRecycleSlackMb',
   VIGIL_OUT_OF_ORDER_MS: 'outOfOrderMs',
   VIGIL_TICK_INTERVAL_MS: 'tickIntervalMs',
+  VIGIL_REKEY: 'rekey',
+  VIGIL_PARTITION_KEY: 'partitionKey',
+  VIGIL_REKEY_REPORT_MS: 'rekeyReportMs',
   VIGIL_QUARANTINE_AFTER_ERRORS: 'quarantineAfterErrors',
   VIGIL_DUPLICATE_WINDOW_MS: 'duplicateWindowMs',
   VIGIL_MAX_IN_FLIGHT_PUBLISHES: 'maxInFlightPublishes',
@@ -205,6 +232,7 @@ const NUMERIC: Record<string, { min: number; max: number }> = {
   workerRecycleSlackMb: { min: 0, max: 65536 },
   outOfOrderMs: { min: 0, max: 86_400_000 },
   tickIntervalMs: { min: 0, max: 3_600_000 },
+  rekeyReportMs: { min: 1, max: 3_600_000 },
   quarantineAfterErrors: { min: 1, max: 1_000_000_000 },
   duplicateWindowMs: { min: 1000, max: 7 * 86_400_000 },
   maxInFlightPublishes: { min: 1, max: 1_000_000 },
@@ -215,6 +243,34 @@ const NUMERIC: Record<string, { min: number; max: number }> = {
   leaseTtlMs: { min: 300, max: 600_000 },
   leaseRenewMs: { min: 50, max: 200_000 },
 };
+
+/** The re-keying settings. */
+function rekeyProblems(merged: Record<string, unknown>): Problem[] {
+  const problems: Problem[] = [];
+  if (merged.rekey !== 'on' && merged.rekey !== 'off')
+    problems.push({
+      pointer: '/rekey',
+      message: `setting "rekey" (VIGIL_REKEY) must be "on" or "off", got ${JSON.stringify(merged.rekey)}`,
+    });
+  const key = merged.partitionKey;
+  const fields = typeof key === 'string' ? partitionKeyFields(key) : undefined;
+  if (
+    fields === undefined ||
+    fields.length > 8 ||
+    fields.some((f) => f === '') ||
+    new Set(fields).size !== fields.length
+  )
+    problems.push({
+      pointer: '/partitionKey',
+      message: `setting "partitionKey" (VIGIL_PARTITION_KEY) must be up to 8 distinct field names separated by commas (the field(s) producers partition by, e.g. "payer"), or empty; got ${JSON.stringify(key)}`,
+    });
+  return problems;
+}
+
+/** The fields of the `partitionKey` setting; empty for none. */
+export function partitionKeyFields(setting: string): string[] {
+  return setting.trim() === '' ? [] : setting.split(',').map((f) => f.trim());
+}
 
 /** The lease settings, checked against each other and against the duplicate window. */
 function leaseProblems(merged: Record<string, unknown>): Problem[] {
@@ -315,7 +371,7 @@ export function resolveOptions(
       message:
         'settings "natsUser" (NATS_USER) and "natsPassword" (NATS_PASSWORD) go together: set both, or neither for a server without users',
     });
-  problems.push(...leaseProblems(merged));
+  problems.push(...leaseProblems(merged), ...rekeyProblems(merged));
   if (merged.instanceId === '') merged.instanceId = `${hostname()}:${String(merged.httpPort)}`;
   let limits: RuleLimits | undefined;
   try {

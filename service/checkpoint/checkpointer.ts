@@ -8,6 +8,7 @@ import {
   ruleSetText,
   type CheckpointParts,
   type PartitionState,
+  type RekeyOptions,
   type RuleLimits,
   type RuleSet,
 } from '../../rules/index.js';
@@ -17,6 +18,8 @@ import type { WorkerMetrics } from '../metrics/metrics.js';
 
 export interface CheckpointerOptions {
   readonly partition: number;
+  /** The `partition` label of its metrics and log lines (a downstream partition's differs); default the number. */
+  readonly label?: string;
   readonly store: CheckpointStore;
   readonly metrics: WorkerMetrics;
   /** Resolves once every alert and dead letter published so far is acknowledged. */
@@ -62,7 +65,7 @@ export class Checkpointer {
     restoredOffset: number,
   ) {
     this.lastOffset = restoredOffset;
-    this.p = String(o.partition);
+    this.p = o.label ?? String(o.partition);
   }
 
   /** True while the last attempt failed. */
@@ -311,7 +314,12 @@ export async function restoreLoaded(
   store: CheckpointStore,
   loaded: LoadedCheckpoint,
   ruleSetAt: (seq: number) => RuleSet | undefined,
-  o: { readonly outOfOrderMs: number; readonly limits: RuleLimits },
+  o: {
+    readonly outOfOrderMs: number;
+    readonly limits: RuleLimits;
+    /** A partition of the event log with the re-keying hop on: what it re-keys. */
+    readonly rekey?: RekeyOptions;
+  },
 ): Promise<{ state: PartitionState; offset: number; timings: RestoreTimings }> {
   const started = performance.now();
   const { stored } = loaded;
@@ -325,6 +333,7 @@ export async function restoreLoaded(
   const state = restorePartitionParts(stored, (seq) => ruleSetAt(seq) ?? extra.get(seq), {
     outOfOrderMs: o.outOfOrderMs,
     limits: o.limits,
+    ...(o.rekey === undefined ? {} : { rekey: o.rekey }),
   });
   const timings = {
     // Rule sets read from the store count as reading.
@@ -359,19 +368,20 @@ export async function restoreCheckpoint(
 export function startCheckpointTurns(opts: {
   readonly intervalMs: number;
   readonly partitions: number;
-  /** The checkpointer of partition p when this worker runs it. */
-  readonly checkpointerOf: (p: number) => Checkpointer | undefined;
+  /** The checkpointers of partition p when this worker runs it (with its key spaces' partitions). */
+  readonly checkpointersOf: (p: number) => readonly Checkpointer[];
   readonly onHealth: (ok: boolean) => void;
 }): () => void {
   let turn = 0;
   let healthy = true;
   const timer = setInterval(
     () => {
-      const c = opts.checkpointerOf(turn++ % opts.partitions);
-      if (c === undefined) return;
-      void c.checkpoint().then(() => {
+      const cs = opts.checkpointersOf(turn++ % opts.partitions);
+      if (cs.length === 0) return;
+      void Promise.all(cs.map((c) => c.checkpoint())).then(() => {
         let ok = true;
-        for (let p = 0; p < opts.partitions; p++) ok &&= opts.checkpointerOf(p)?.healthy ?? true;
+        for (let p = 0; p < opts.partitions; p++)
+          for (const c of opts.checkpointersOf(p)) ok &&= c.healthy;
         if (ok !== healthy) opts.onHealth(ok);
         healthy = ok;
       });

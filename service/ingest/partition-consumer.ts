@@ -12,7 +12,7 @@ import { ServiceError, ServiceErrorCode } from '../errors.js';
 import type { EventSource, LogRecord } from './event-source.js';
 import { pullRefused, pullStatus } from './pull-status.js';
 import { RecordQueue } from './record-queue.js';
-import { partitionFilter, Streams } from '../../protocol/index.js';
+import { partitionFilter, rekeySubject, Streams } from '../../protocol/index.js';
 import { backoffMs } from '../transient.js';
 
 /**
@@ -77,12 +77,12 @@ export class PartitionConsumer implements EventSource {
   private constructor(
     private readonly nc: NatsConnection,
     private readonly jsm: JetStreamManager,
-    private readonly partition: number,
+    private readonly log: LogSpec,
     fromSeq: number,
   ) {
     this.nextSeq = Math.max(1, fromSeq);
     const prefix = jsm.getOptions().apiPrefix ?? '$JS.API';
-    this.nextSubject = (name) => `${prefix}.CONSUMER.MSG.NEXT.${Streams.events}.${name}`;
+    this.nextSubject = (name) => `${prefix}.CONSUMER.MSG.NEXT.${log.stream}.${name}`;
     this.timer = setInterval(() => this.checkHeartbeats(), HEARTBEAT_MS);
     this.unwatch = watchConnection(nc, (e) => this.onConnection(e));
   }
@@ -91,10 +91,10 @@ export class PartitionConsumer implements EventSource {
   static async open(
     nc: NatsConnection,
     jsm: JetStreamManager,
-    partition: number,
+    log: LogSpec,
     fromSeq: number,
   ): Promise<PartitionConsumer> {
-    const c = new PartitionConsumer(nc, jsm, partition, fromSeq);
+    const c = new PartitionConsumer(nc, jsm, log, fromSeq);
     const first = c.make();
     // A reconnect meanwhile asks for another consumer after this one, not one beside it.
     c.remaking = first.then(
@@ -152,7 +152,7 @@ export class PartitionConsumer implements EventSource {
     if (!local()) return false;
     const name = this.name;
     const delivered = this.lastDelivery;
-    const info = await this.jsm.consumers.info(Streams.events, name);
+    const info = await this.jsm.consumers.info(this.log.stream, name);
     // Nothing left for the consumer, and nothing sent that has not arrived (the server's
     // delivery count is ours: its stream sequence runs on past records of other partitions).
     // Anything that happened meanwhile (a delivery, a remake) makes the answer stale: no.
@@ -212,7 +212,7 @@ export class PartitionConsumer implements EventSource {
     if (this.nc.isClosed()) return;
     let timer: ReturnType<typeof setTimeout> | undefined;
     await Promise.race([
-      this.jsm.consumers.delete(Streams.events, name).catch(() => undefined),
+      this.jsm.consumers.delete(this.log.stream, name).catch(() => undefined),
       new Promise((r) => (timer = setTimeout(r, ms))),
     ]);
     clearTimeout(timer);
@@ -239,7 +239,7 @@ export class PartitionConsumer implements EventSource {
     if (this.stopped) return;
     if (name === '' || this.remaking !== undefined) return this.remake();
     this.remaking = this.jsm.consumers
-      .info(Streams.events, name)
+      .info(this.log.stream, name)
       .then(
         () => {
           if (this.stopped || this.name !== name) return;
@@ -270,10 +270,10 @@ export class PartitionConsumer implements EventSource {
   private async make(): Promise<void> {
     // Short: the name is in the reply subject of every record, which the client parses byte by
     // byte (15 bytes fewer than with a nuid). 72 random bits keep names of processes apart.
-    const name = `v${this.partition}_${randomBytes(9).toString('base64url')}`;
+    const name = `${this.log.namePrefix}_${randomBytes(9).toString('base64url')}`;
     const config: Partial<ConsumerConfig> = {
       name,
-      filter_subject: partitionFilter(this.partition),
+      filter_subject: this.log.filter,
       ack_policy: AckPolicy.None,
       max_deliver: 1,
       mem_storage: true,
@@ -284,7 +284,7 @@ export class PartitionConsumer implements EventSource {
         : { deliver_policy: DeliverPolicy.All }),
     };
     try {
-      await this.jsm.consumers.add(Streams.events, config);
+      await this.jsm.consumers.add(this.log.stream, config);
     } catch (e) {
       // The server may have made it and its answer been lost (a reconnect): remove it.
       void this.drop(name, STOP_DELETE_MS);
@@ -307,7 +307,7 @@ export class PartitionConsumer implements EventSource {
               ? this.closed(err)
               : new ServiceError(
                   ServiceErrorCode.Nats,
-                  `partition ${this.partition}: its subscription failed: ${err.message}`,
+                  `${this.log.label}: its subscription failed: ${err.message}`,
                   { retryable: false, cause: err },
                 ),
           );
@@ -394,7 +394,7 @@ export class PartitionConsumer implements EventSource {
       return this.fail(
         new ServiceError(
           ServiceErrorCode.Nats,
-          `partition ${this.partition}: a record came with a reply subject Vigil cannot read (${reply}); is the server a NATS version Vigil supports (2.9+)?`,
+          `${this.log.label}: a record came with a reply subject Vigil cannot read (${reply}); is the server a NATS version Vigil supports (2.9+)?`,
           { retryable: false },
         ),
       );
@@ -424,9 +424,7 @@ export class PartitionConsumer implements EventSource {
       case 'remake':
         return this.remake();
       case 'refused':
-        return this.fail(
-          pullRefused(this.partition, status.description, this.batch, PULL_EXPIRES_MS),
-        );
+        return this.fail(pullRefused(this.log, status.description, this.batch, PULL_EXPIRES_MS));
       case 'capped':
         this.batch = status.batch;
         this.asked = 0;
@@ -440,7 +438,7 @@ export class PartitionConsumer implements EventSource {
   private closed(cause?: Error): ServiceError {
     return new ServiceError(
       ServiceErrorCode.Nats,
-      `partition ${this.partition}: the NATS connection closed; its log stops here`,
+      `${this.log.label}: the NATS connection closed; its log stops here`,
       { retryable: true, cause },
     );
   }
@@ -454,6 +452,33 @@ export function jetStreamPartitionSource(
   nats: { readonly nc: NatsConnection; readonly jsm: JetStreamManager },
   partition: number,
   fromSeq = 1,
+  log: LogSpec = eventLog(partition),
 ): Promise<EventSource> {
-  return PartitionConsumer.open(nats.nc, nats.jsm, partition, fromSeq);
+  return PartitionConsumer.open(nats.nc, nats.jsm, log, fromSeq);
 }
+
+/** Which log a consumer reads: a stream, the one filter, and how names and errors name it. */
+export interface LogSpec {
+  readonly stream: string;
+  readonly filter: string;
+  /** The start of its consumers' names (short: the name is in every record's reply subject). */
+  readonly namePrefix: string;
+  /** How errors name it. */
+  readonly label: string;
+}
+
+/** Partition `p` of the event log: events, markers and ticks in one order. */
+export const eventLog = (p: number): LogSpec => ({
+  stream: Streams.events,
+  filter: partitionFilter(p),
+  namePrefix: `v${p}`,
+  label: `partition ${p}`,
+});
+
+/** Key space `space`'s downstream partition `p` of the re-keying hop. */
+export const rekeyLog = (space: string, p: number): LogSpec => ({
+  stream: Streams.rekey,
+  filter: rekeySubject(space, p),
+  namePrefix: `r${p}`,
+  label: `partition ${p} of key space ${space}`,
+});

@@ -6,7 +6,7 @@ import type {
   RestoreTimings,
 } from '../checkpoint/checkpointer.js';
 import type { EventSource } from './event-source.js';
-import { jetStreamPartitionSource } from './partition-consumer.js';
+import { jetStreamPartitionSource, type LogSpec } from './partition-consumer.js';
 import type { PartitionState } from '../../rules/index.js';
 
 /** A partition's state as restored from its checkpoint, and the offset it covers. */
@@ -47,13 +47,15 @@ export async function openPartition(d: {
       }
     | undefined;
   readonly dropped: () => boolean;
+  /** The log read: partition `partition` of the event log unless given (a downstream partition's). */
+  readonly log?: LogSpec;
 }): Promise<OpenedPartition | undefined> {
   const p = d.partition;
   const early = (await d.checkpoints?.loader.offset(p)) ?? 0;
   const consumerStarted = performance.now();
   let consumerMs = 0;
   const create = (from: number): Promise<EventSource> => {
-    const c = jetStreamPartitionSource(d.nats, p, from + 1);
+    const c = jetStreamPartitionSource(d.nats, p, from + 1, d.log);
     // Its failure surfaces below, when it is awaited.
     void c.then(
       () => (consumerMs = performance.now() - consumerStarted),

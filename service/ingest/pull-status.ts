@@ -1,5 +1,4 @@
 import { ServiceError, ServiceErrorCode } from '../errors.js';
-import { Streams } from '../../protocol/index.js';
 
 /**
  * What a status message from JetStream on a pull consumer's inbox (a message without a reply
@@ -51,14 +50,14 @@ export function pullStatus(
 
 /** The error a partition's source ends with when JetStream refuses its pulls (status `refused`). */
 export function pullRefused(
-  partition: number,
+  log: { readonly stream: string; readonly label: string },
   description: string,
   batch: number,
   expiresMs: number,
 ): ServiceError {
   return new ServiceError(
     ServiceErrorCode.Nats,
-    `partition ${partition}: JetStream refused the pull of its consumer on ${Streams.events}: ${description}; a pull asks for up to ${batch} records and waits up to ${expiresMs} ms; check the server's JetStream limits (max_request_expires, max_request_max_bytes)`,
+    `${log.label}: JetStream refused the pull of its consumer on ${log.stream}: ${description}; a pull asks for up to ${batch} records and waits up to ${expiresMs} ms; check the server's JetStream limits (max_request_expires, max_request_max_bytes)`,
     { retryable: false },
   );
 }

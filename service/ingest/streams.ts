@@ -16,6 +16,7 @@ import {
   partitionOf,
   PROBE_KEY,
   PROBE_PAYLOAD,
+  REKEY_SUBJECTS,
   Streams,
 } from '../../protocol/index.js';
 
@@ -29,6 +30,7 @@ function streamConfigs(
     { name: Streams.control, subjects: [CONTROL_SUBJECT], duplicate_window },
     { name: Streams.alerts, subjects: ['alerts.>'], duplicate_window },
     { name: Streams.dlq, subjects: ['vigil.dlq.>'], duplicate_window },
+    { name: Streams.rekey, subjects: [...REKEY_SUBJECTS], duplicate_window },
   ];
 }
 
@@ -36,7 +38,7 @@ function streamConfigs(
 const LEGACY_EVENTS_SUBJECTS = ['events.*.*'];
 
 /**
- * Creates the four streams (`EVENTS`, `CONTROL`, `ALERTS`, `DLQ`) or checks existing ones:
+ * Creates the five streams (`EVENTS`, `CONTROL`, `ALERTS`, `DLQ`, `REKEY`) or checks existing ones:
  * subjects must match (an `EVENTS` stream of an earlier version, on `events.*.*`, is left as it
  * is here: {@link adoptPartitionSubjects} narrows it once the mapping is verified), and the
  * duplicate window is raised to the configured one (read back from the server, which may ignore

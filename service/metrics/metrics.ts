@@ -37,6 +37,11 @@ export class WorkerMetrics {
     "Events a rule's when accepted (before its pattern), by rule",
     ['rule'],
   );
+  readonly hopSent = this.counter(
+    'vigil_hop_sent_total',
+    "Messages a partition sent over the re-keying hop to its key spaces' partitions (forwarded events and watermark reports)",
+    ['partition'],
+  );
   readonly ruleKeyMissing = this.counter(
     'vigil_rule_key_missing_total',
     "Events of a rule's type that did not meet it because they lack its key field (or hold no string or number there), by rule",

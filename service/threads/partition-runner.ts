@@ -1,17 +1,28 @@
 import {
+  createDownstream,
   createPartition,
   ExpiryReason,
   lateMessage,
   emptyRuleSet,
   processRecord,
+  type HopMessage,
   type PartitionState,
   type ProcessResult,
+  type RekeyOptions,
   type RuleLimits,
+  type RuleSet,
 } from '../../rules/index.js';
 import type { ControlFollower } from '../../jetstream/index.js';
 import type { EventSource, LogRecord } from '../ingest/event-source.js';
 import type { WorkerMetrics } from '../metrics/metrics.js';
-import { classifyRecord, Streams } from '../../protocol/index.js';
+import {
+  classifyHop,
+  classifyRecord,
+  hopPayload,
+  rekeySubject,
+  Streams,
+} from '../../protocol/index.js';
+import type { HopSender } from '../output/hop-sender.js';
 import type { AlertSink, DeadLetterSink } from '../output/sinks.js';
 
 export interface PartitionRunnerDeps {
@@ -40,6 +51,13 @@ export interface PartitionRunnerDeps {
   ) => void;
   /** State restored from a checkpoint; a new partition otherwise. */
   readonly initialState?: PartitionState;
+  /**
+   * With the re-keying hop on, a partition of the event log: the events of re-keyed rules and its
+   * reports go out through `sender` (see `rules/source-hop.ts`).
+   */
+  readonly hop?: { readonly sender: HopSender; readonly rekey: RekeyOptions };
+  /** A downstream partition of the hop: key space `space`'s partition `partition`, read from `REKEY`. */
+  readonly downstream?: { readonly space: string };
   /** Called before each record; may hold the partition back (checkpoint backpressure). */
   readonly admit?: () => Promise<void> | undefined;
 }
@@ -55,7 +73,10 @@ export class PartitionRunner {
   readonly state: PartitionState;
   private lastActivity = Date.now();
   private done: Promise<void> | undefined;
+  /** The `partition` label of its metrics: `<p>`, or `<p>~<space>` downstream of the hop. */
   private readonly p: string;
+  /** The stream it reads. */
+  private readonly stream: string;
 
   // Label children resolved once: the hot path increments them per record.
   private readonly judged;
@@ -75,14 +96,23 @@ export class PartitionRunner {
   constructor(private readonly d: PartitionRunnerDeps) {
     this.state =
       d.initialState ??
-      createPartition(emptyRuleSet(), {
-        partition: d.partition,
-        outOfOrderMs: d.outOfOrderMs,
-        limits: d.limits,
-      });
+      (d.downstream === undefined
+        ? createPartition(emptyRuleSet(), {
+            partition: d.partition,
+            outOfOrderMs: d.outOfOrderMs,
+            limits: d.limits,
+            ...(d.hop === undefined ? {} : { rekey: d.hop.rekey }),
+          })
+        : createDownstream(emptyRuleSet(), {
+            partition: d.partition,
+            space: d.downstream.space,
+            sources: d.partitions,
+            limits: d.limits,
+          }));
     this.handled = this.state.offset;
     this.newestEventTs = this.state.maxTs;
-    this.p = String(d.partition);
+    this.p = partitionLabel(d.partition, d.downstream?.space);
+    this.stream = d.downstream === undefined ? Streams.events : Streams.rekey;
     this.judged = d.metrics.events.labels({ partition: this.p, outcome: 'judged' });
     this.lag = d.metrics.lag.labels({ partition: this.p });
     this.offset = d.metrics.offset.labels({ partition: this.p });
@@ -155,7 +185,12 @@ export class PartitionRunner {
     if (t !== undefined && t.time < due) due = t.time;
     const e = st.expiry.peek();
     if (e !== undefined && e < due) due = e;
-    return due !== Infinity && this.tickTime(now) - st.outOfOrderMs - 1 >= due;
+    const watermark = this.tickTime(now) - st.outOfOrderMs - 1;
+    // With the hop on, the downstream partitions wait for this one's watermark too.
+    const hop = st.hop;
+    if (hop !== undefined && hop.sent.size > 0 && watermark >= hop.lastReport + hop.reportEveryMs)
+      return true;
+    return due !== Infinity && watermark >= due;
   }
 
   async stop(): Promise<void> {
@@ -279,13 +314,14 @@ export class PartitionRunner {
       reason,
       data: r.data,
       message,
-      source: { stream: Streams.events, subject: r.subject, seq: r.seq },
+      source: { stream: this.stream, subject: r.subject, seq: r.seq },
       ...(ruleId === undefined ? {} : { ruleId }),
       id: `dlq-${r.seq}-${reason}${ruleId === undefined ? '' : `-${ruleId}`}`,
     });
   }
 
   private handle(r: LogRecord): Promise<void> | undefined {
+    if (this.d.downstream !== undefined) return this.hopRecord(r);
     const c = classifyRecord(r.subject, r.data, this.d.partition, this.d.partitions);
     switch (c.kind) {
       case 'marker':
@@ -348,17 +384,104 @@ export class PartitionRunner {
         'bad-marker',
         `the rule set at control sequence ${c} is no longer held by this worker`,
       );
-    processRecord(this.state, { kind: 'marker', seq: r.seq, ruleSet });
+    const out = processRecord(this.state, { kind: 'marker', seq: r.seq, ruleSet });
     this.d.metrics.events.inc({ partition: this.p, outcome: 'marker' });
     this.d.metrics.controlApplied.set({ partition: this.p }, c);
     const committed = control.commitTime(c);
     const activationMs = committed === undefined ? undefined : Math.max(0, Date.now() - committed);
     if (activationMs !== undefined) this.d.metrics.activation.observe(activationMs / 1000);
     this.d.onApplied(this.d.partition, c, activationMs);
+    // A source reports the change to the key spaces' partitions.
+    if (out.sent.length > 0) await this.sendHop(out.sent);
+  }
+
+  /**
+   * Downstream of the hop: a message from a source partition, judged under the rule set it names
+   * (a barrier, as a marker is: this worker's CONTROL follower must have applied it). A message
+   * that is not its source's turn is handed on without one: the rules core drops it.
+   */
+  private async hopRecord(r: LogRecord): Promise<void> {
+    const c = classifyHop(r.data);
+    if (c.kind === 'dead') return this.dead(r, c.reason, c.message);
+    const st = this.state;
+    const d = st.down;
+    let ruleSet: RuleSet = st.ruleSet;
+    if (d !== undefined && d.isSource(c.src) && d.next[c.src] === c.n) {
+      const control = this.d.control;
+      const cs = c.controlSeq;
+      if (cs > control.seq && cs > (await control.streamHead()))
+        return this.dead(
+          r,
+          'bad-forward',
+          `message names control sequence ${cs}, which CONTROL does not hold; REKEY is written by Vigil only`,
+        );
+      await control.waitFor(cs);
+      const held = control.ruleSetAt(cs);
+      if (held === undefined)
+        return this.dead(
+          r,
+          'bad-forward',
+          `the rule set at control sequence ${cs} is no longer held by this worker`,
+        );
+      ruleSet = held;
+    }
+    const out = processRecord(
+      st,
+      c.kind === 'forward'
+        ? {
+            kind: 'forward',
+            seq: r.seq,
+            src: c.src,
+            n: c.n,
+            srcSeq: c.srcSeq,
+            ruleSet,
+            watermark: c.watermark,
+            key: c.key,
+            data: c.text,
+            publishTs: c.publishTs,
+          }
+        : {
+            kind: 'report',
+            seq: r.seq,
+            src: c.src,
+            n: c.n,
+            ruleSet,
+            watermark: c.watermark,
+            horizon: c.horizon,
+          },
+    );
+    const metrics = this.d.metrics;
+    metrics.events.inc({ partition: this.p, outcome: out.skipped ?? c.kind });
+    if (c.kind === 'forward' && out.skipped === undefined && out.invalid.length === 0)
+      this.judgedSinceFlush++;
+    if (out.applied !== undefined) metrics.controlApplied.set({ partition: this.p }, out.applied);
+    return this.emit(r, out);
+  }
+
+  /** Hands what a source sends downstream to the hop sender, in order. */
+  private sendHop(sent: readonly HopMessage[]): Promise<void> | undefined {
+    const hop = this.d.hop;
+    if (hop === undefined) return undefined;
+    let wait: Promise<void> | undefined;
+    for (let i = 0; i < sent.length; i++) {
+      const m = sent[i] as HopMessage;
+      wait =
+        hop.sender.send(rekeySubject(m.space, m.partition), hopPayload(this.d.partition, m)) ??
+        wait;
+    }
+    if (sent.length > 0) this.d.metrics.hopSent.inc({ partition: this.p }, sent.length);
+    return wait;
   }
 
   /** Counts what a record produced, and publishes it; nothing to publish (the usual case): no promise. */
   private emit(r: LogRecord, out: ProcessResult): Promise<void> | undefined {
+    const sending = out.sent.length === 0 ? undefined : this.sendHop(out.sent);
+    const published = this.report(r, out);
+    if (sending === undefined) return published;
+    return published === undefined ? sending : Promise.all([sending, published]).then(() => {});
+  }
+
+  private report(r: LogRecord, out: ProcessResult): Promise<void> | undefined {
     const metrics = this.d.metrics;
     // Indexed loops: an empty list is the rules core's one frozen array, and `for…of` over a
     // frozen array allocates an iterator and its results, per record, a visible share of what a
@@ -429,6 +552,11 @@ export class PartitionRunner {
       });
     return inOrder(steps, 0);
   }
+}
+
+/** The `partition` label of a partition's metrics: `<p>`, or `<p>~<space>` for a key space's downstream partition. */
+export function partitionLabel(partition: number, space?: string): string {
+  return space === undefined ? String(partition) : `${partition}~${space}`;
 }
 
 /** Runs `steps` from `i` on, waiting for each that returns a promise before the next. */

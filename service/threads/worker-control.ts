@@ -1,7 +1,7 @@
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import { ControlFollower, jetStreamControl, type ControlEvent } from '../../jetstream/index.js';
 import { CONTROL_SUBJECT, Streams } from '../../protocol/index.js';
-import type { RuleLimits } from '../../rules/index.js';
+import { rekeyed, keySpaceOf, type RuleLimits, type RuleSet } from '../../rules/index.js';
 import type { CheckpointStore } from '../checkpoint/checkpoint-store.js';
 import { jetStreamMarkerLog, MarkerWriter } from '../control/marker-writer.js';
 import type { WorkerMetrics } from '../metrics/metrics.js';
@@ -18,6 +18,8 @@ export interface WorkerControlDeps {
   /** Undefined without checkpoints. */
   readonly store: CheckpointStore | undefined;
   readonly partitions: number;
+  /** With the re-keying hop on: the partition key's fields (empty: none); undefined with it off. */
+  readonly partitionKey: readonly string[] | undefined;
   readonly log: (level: 'warn' | 'error', message: string) => void;
 }
 
@@ -28,18 +30,30 @@ export interface WorkerControlDeps {
  *
  * Rule sets are kept from the oldest control sequence any partition may still need: the one in
  * force on each partition run here, and for every other partition the one of its checkpoint (this
- * worker may be handed it at any time, and replays its markers from there).
+ * worker may be handed it at any time, and replays its markers from there). With the re-keying
+ * hop, the key spaces' downstream partitions count too: what their sources send them names rule
+ * sets no older than the one in force there.
+ *
+ * It also keeps the key spaces that the rule sets so far re-key to (see `rules/source-hop.ts`):
+ * each needs downstream partitions, which start as their space first appears.
  */
 export class WorkerControl {
   readonly follower: ControlFollower;
   /** Used only for partitions run here, i.e. once the worker is set up. */
   readonly markers: MarkerWriter;
-  /** The control sequence in force on each partition run here. */
-  private readonly applied = new Map<number, number>();
-  /** The control sequence of each partition's checkpoint, once read. */
-  private checkpointedSeqs: number[] | undefined;
+  /** The control sequence in force on each partition run here, by `partitionLabel`. */
+  private readonly applied = new Map<string, number>();
+  /** The control sequence of each partition's checkpoint (by `partitionLabel`), once read. */
+  private checkpointedSeqs: Map<string, number> | undefined;
+  /** The key spaces rule sets so far re-key to. */
+  readonly spaces = new Set<string>();
+  /** Hears of each key space as it first appears. */
+  onSpace: (space: string) => void = () => {};
+  private readonly localSpace: string | undefined;
 
   constructor(private readonly d: WorkerControlDeps) {
+    const pk = d.partitionKey;
+    this.localSpace = pk === undefined || pk.length === 0 ? undefined : keySpaceOf(pk);
     this.markers = new MarkerWriter(jetStreamMarkerLog(d.js, d.jsm), d.log);
     this.follower = new ControlFollower(jetStreamControl(d.js, d.jsm), d.limits, (e) =>
       this.onControl(e),
@@ -60,22 +74,34 @@ export class WorkerControl {
       });
       return;
     }
+    this.addSpaces(e.outcome.ruleSet);
     await this.markers.accept(e.seq);
   }
 
-  /** Partition `p` starts here under the rule set of `seq` (its checkpoint's, or 0). */
-  started(p: number, seq: number): void {
+  private addSpaces(rs: RuleSet): void {
+    if (this.d.partitionKey === undefined) return;
+    for (const rule of rs.rules.values()) {
+      const space = rule.keySpace;
+      if (space === undefined || this.spaces.has(space) || !rekeyed(rule, this.localSpace))
+        continue;
+      this.spaces.add(space);
+      this.onSpace(space);
+    }
+  }
+
+  /** Partition `p` (by `partitionLabel`) starts here under the rule set of `seq` (its checkpoint's, or 0). */
+  started(p: string, seq: number): void {
     this.applied.set(p, seq);
   }
 
-  /** Partition `p` applied the marker of `seq`: older rule sets may go. */
-  appliedAt(p: number, seq: number): void {
+  /** Partition `p` (by `partitionLabel`) applied the rule set of `seq`: older rule sets may go. */
+  appliedAt(p: string, seq: number): void {
     this.applied.set(p, seq);
     this.release();
   }
 
-  /** Partition `p` no longer runs here. */
-  stopped(p: number): void {
+  /** Partition `p` (by `partitionLabel`) no longer runs here. */
+  stopped(p: string): void {
     this.applied.delete(p);
   }
 
@@ -92,9 +118,18 @@ export class WorkerControl {
   }
 
   private async refresh(): Promise<void> {
+    const store = this.d.store;
+    if (store === undefined) return;
     // Checkpoints only move forward, so a value read earlier is a safe lower bound.
-    this.checkpointedSeqs =
-      (await this.d.store?.loadControlSeqs(this.d.partitions)) ?? this.checkpointedSeqs;
+    const seqs = new Map<string, number>();
+    const read = async (space: string | undefined): Promise<void> => {
+      const view = space === undefined ? store : store.forSpace(space);
+      (await view.loadControlSeqs(this.d.partitions)).forEach((seq, p) =>
+        seqs.set(space === undefined ? String(p) : `${p}~${space}`, seq),
+      );
+    };
+    await Promise.all([read(undefined), ...[...this.spaces].map((s) => read(s))]);
+    this.checkpointedSeqs = seqs;
     this.release();
   }
 
@@ -105,7 +140,9 @@ export class WorkerControl {
       this.checkpointedSeqs.forEach((seq, p) => {
         floor = Math.min(floor, this.applied.get(p) ?? seq);
       });
-    } else for (const seq of this.applied.values()) floor = Math.min(floor, seq);
+    }
+    // Partitions run here count by what they have in force (a key space new since the last read too).
+    for (const seq of this.applied.values()) floor = Math.min(floor, seq);
     if (Number.isFinite(floor)) this.follower.release(floor);
   }
 }

@@ -1,20 +1,24 @@
-import type { JetStreamManager } from '@nats-io/jetstream';
+import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import type { VigilOptions } from '../config.js';
+import { partitionKeyFields, type VigilOptions } from '../config.js';
 import type { CheckpointStore } from '../checkpoint/checkpoint-store.js';
 import {
   Checkpointer,
+  CheckpointLoader,
   restoreLoaded,
-  type CheckpointLoader,
   type LoadedCheckpoint,
 } from '../checkpoint/checkpointer.js';
 import { openPartition, type RestoredPartition } from '../ingest/partition-open.js';
+import { rekeyLog } from '../ingest/partition-consumer.js';
+import { HopSender } from '../output/hop-sender.js';
+import { partitionOf } from '../../protocol/index.js';
+import type { RekeyOptions } from '../../rules/index.js';
 import type { WorkerMetrics } from '../metrics/metrics.js';
 import type { Publisher } from '../output/publisher.js';
 import type { AlertSink, DeadLetterSink } from '../output/sinks.js';
 import { retryTransient } from '../transient.js';
 import type { PartitionQueue } from './partition-queue.js';
-import { PartitionRunner, type PartitionRunnerDeps } from './partition-runner.js';
+import { PartitionRunner, partitionLabel, type PartitionRunnerDeps } from './partition-runner.js';
 import type { WorkerControl } from './worker-control.js';
 import type { FromWorker, PartitionGrant, PartitionStopReason } from './worker-protocol.js';
 
@@ -24,15 +28,29 @@ interface Owned {
   readonly token: number;
   runner: PartitionRunner | undefined;
   checkpointer: Checkpointer | undefined;
+  /** With the re-keying hop on: where the partition's messages to the key spaces go out. */
+  sender: HopSender | undefined;
+  /** The key spaces' downstream partitions of the same number, run with it under its lease. */
+  readonly downstreams: Map<string, Downstream>;
   /** Set the moment a stop arrives: no more markers, and a start under way gives up. */
   dropped: boolean;
+}
+
+/** A key space's downstream partition, run with the event log's partition of its number. */
+interface Downstream {
+  runner: PartitionRunner | undefined;
+  checkpointer: Checkpointer | undefined;
 }
 
 export interface WorkerPartitionsDeps {
   /** The `worker` label of this worker's metrics. */
   readonly worker: string;
   readonly options: VigilOptions;
-  readonly nats: { readonly nc: NatsConnection; readonly jsm: JetStreamManager };
+  readonly nats: {
+    readonly nc: NatsConnection;
+    readonly js: JetStreamClient;
+    readonly jsm: JetStreamManager;
+  };
   readonly control: WorkerControl;
   /** Undefined without checkpoints. */
   readonly checkpoints:
@@ -45,6 +63,8 @@ export interface WorkerPartitionsDeps {
   /** Where the starts and stops of each partition take their turn. */
   readonly queue: PartitionQueue;
   readonly post: (m: FromWorker) => void;
+  /** Ends the thread on a failure nothing here can handle (the pool restarts it). */
+  readonly crash: (err: unknown) => void;
   readonly log: (level: 'info' | 'warn' | 'error', message: string) => void;
 }
 
@@ -66,7 +86,25 @@ export class WorkerPartitions {
       }
     | undefined;
 
+  /** With the re-keying hop on: what a partition of the event log re-keys, and where. */
+  private readonly rekey: RekeyOptions | undefined;
+
   constructor(private readonly d: WorkerPartitionsDeps) {
+    const o = d.options;
+    this.rekey =
+      o.rekey === 'on'
+        ? {
+            partitionKey: partitionKeyFields(o.partitionKey),
+            partitions: o.partitions,
+            partitionOf,
+            reportEveryMs: o.rekeyReportMs,
+          }
+        : undefined;
+    // A key space that appears starts its downstream partitions beside every partition here.
+    d.control.onSpace = (space) => {
+      for (const own of this.owned.values())
+        d.queue.run(own.partition, () => this.startDownstream(own, space).catch(d.crash));
+    };
     const c = d.checkpoints;
     this.checkpoints =
       c === undefined
@@ -75,12 +113,11 @@ export class WorkerPartitions {
             loader: c.loader,
             restore: (loaded) =>
               this.inTurn(() =>
-                restoreLoaded(
-                  c.store,
-                  loaded,
-                  (seq) => d.control.follower.ruleSetAt(seq),
-                  d.options,
-                ),
+                restoreLoaded(c.store, loaded, (seq) => d.control.follower.ruleSetAt(seq), {
+                  outOfOrderMs: o.outOfOrderMs,
+                  limits: o.limits,
+                  ...(this.rekey === undefined ? {} : { rekey: this.rekey }),
+                }),
               ),
           };
   }
@@ -95,15 +132,25 @@ export class WorkerPartitions {
     return [...this.owned.keys()];
   }
 
-  /** The runners of the partitions run here and not stopping. */
+  /** The runners of the partitions run here and not stopping (the event log's). */
   runners(): PartitionRunner[] {
     return [...this.owned.values()].flatMap((x) => (x.dropped ? [] : (x.runner ?? [])));
   }
 
-  /** The checkpointer of partition `p` when it runs here and is not stopping. */
-  checkpointerOf(p: number): Checkpointer | undefined {
+  /** The runners of the key spaces' partitions run here and not stopping. */
+  downstreamRunners(): PartitionRunner[] {
+    return [...this.owned.values()].flatMap((x) =>
+      x.dropped ? [] : [...x.downstreams.values()].flatMap((y) => y.runner ?? []),
+    );
+  }
+
+  /** The checkpointers of partition `p` and its key spaces' partitions, when it runs here and is not stopping. */
+  checkpointersOf(p: number): Checkpointer[] {
     const own = this.owned.get(p);
-    return own === undefined || own.dropped ? undefined : own.checkpointer;
+    if (own === undefined || own.dropped) return [];
+    const all = own.checkpointer === undefined ? [] : [own.checkpointer];
+    for (const x of own.downstreams.values()) if (x.checkpointer) all.push(x.checkpointer);
+    return all;
   }
 
   /**
@@ -152,6 +199,8 @@ export class WorkerPartitions {
       token: grant.token,
       runner: undefined,
       checkpointer: undefined,
+      sender: undefined,
+      downstreams: new Map(),
       dropped: false,
     };
     this.owned.set(p, own);
@@ -183,8 +232,18 @@ export class WorkerPartitions {
       await source.stop();
       return;
     }
-    control.started(p, initialState?.ruleSet.controlSeq ?? 0);
+    control.started(String(p), initialState?.ruleSet.controlSeq ?? 0);
     let checkpointer: Checkpointer | undefined;
+    const sender =
+      this.rekey === undefined
+        ? undefined
+        : new HopSender(d.nats.js, o.maxInFlightPublishes, (subject, err) =>
+            log(
+              'warn',
+              `partition ${p}: publish to ${subject} failed, sending again from it: ${(err as Error).message}`,
+            ),
+          );
+    own.sender = sender;
     const runner = new PartitionRunner({
       partition: p,
       partitions: o.partitions,
@@ -197,11 +256,14 @@ export class WorkerPartitions {
       metrics,
       onRuleError: d.onRuleError,
       onApplied: (partition, seq, activationMs) => {
-        control.appliedAt(partition, seq);
+        control.appliedAt(String(partition), seq);
         d.post({ op: 'applied', partition, controlSeq: seq, activationMs });
       },
       initialState,
       admit: () => checkpointer?.admit(),
+      ...(sender === undefined || this.rekey === undefined
+        ? {}
+        : { hop: { sender, rekey: this.rekey } }),
     });
     if (d.checkpoints !== undefined) {
       checkpointer = new Checkpointer(
@@ -211,17 +273,12 @@ export class WorkerPartitions {
           partition: p,
           store: d.checkpoints.store,
           metrics,
-          settled: () => d.publisher.settled(),
-          fence: () => own.token,
-          onFenced: () => {
-            // A newer owner holds the lease: stop now, without a checkpoint.
-            if (own.dropped) return;
-            own.dropped = true;
-            control.markers.remove(p);
-            d.queue.run(p, async () => {
-              if (this.owned.get(p) === own) await this.stop(p, 'fenced');
-            });
+          // What the partition sent downstream is stored before its checkpoint passes it.
+          settled: async () => {
+            await Promise.all([d.publisher.settled(), sender?.settled()]);
           },
+          fence: () => own.token,
+          onFenced: () => this.fenced(own),
           maxUncheckpointed: o.maxUncheckpointedRecords,
           timeoutMs: Math.max(2000, 5 * o.checkpointIntervalMs),
           fullEvery: o.checkpointFullEvery,
@@ -234,6 +291,7 @@ export class WorkerPartitions {
     own.runner = runner;
     own.checkpointer = checkpointer;
     runner.start();
+    for (const space of control.spaces) await this.startDownstream(own, space);
     if (own.token > 0) {
       metrics.leasesHeld.set({ worker: d.worker }, this.leased());
       if (handedOver) metrics.leaseHandoffs.inc({ reason: 'acquired' });
@@ -248,6 +306,142 @@ export class WorkerPartitions {
     });
   }
 
+  /** A write was refused because a newer owner holds the lease: stop now, without a checkpoint. */
+  private fenced(own: Owned): void {
+    const p = own.partition;
+    if (own.dropped) return;
+    own.dropped = true;
+    this.d.control.markers.remove(p);
+    this.d.queue.run(p, async () => {
+      if (this.owned.get(p) === own) await this.stop(p, 'fenced');
+    });
+  }
+
+  /**
+   * Starts key space `space`'s downstream partition of `own`'s number: its consumer on
+   * `rekey.<space>.<p>` and its state restored from its own checkpoint, run and checkpointed
+   * under the same lease.
+   */
+  private async startDownstream(own: Owned, space: string): Promise<void> {
+    const { d } = this;
+    const { control, metrics, log } = d;
+    const o = d.options;
+    const p = own.partition;
+    if (own.dropped || this.owned.get(p) !== own || own.downstreams.has(space)) return;
+    const entry: Downstream = { runner: undefined, checkpointer: undefined };
+    own.downstreams.set(space, entry);
+    const label = partitionLabel(p, space);
+    const store = d.checkpoints?.store.forSpace(space);
+    const checkpoints =
+      store === undefined
+        ? undefined
+        : {
+            loader: new CheckpointLoader(store, 1),
+            restore: (loaded: LoadedCheckpoint) =>
+              this.inTurn(() =>
+                restoreLoaded(store, loaded, (seq) => control.follower.ruleSetAt(seq), {
+                  outOfOrderMs: 0,
+                  limits: o.limits,
+                }),
+              ),
+          };
+    const opened = await retryTransient(
+      () =>
+        openPartition({
+          partition: p,
+          nats: d.nats,
+          checkpoints,
+          dropped: () => own.dropped,
+          log: rekeyLog(space, p),
+        }),
+      {
+        abandoned: () => own.dropped,
+        onRetry: (err, n, delayMs) =>
+          log(
+            'warn',
+            `partition ${p} of key space ${space}: opening it failed (${err.name}: ${err.message}, attempt ${n}); trying again in ${delayMs} ms`,
+          ),
+      },
+    );
+    if (opened === undefined) return;
+    const { source, restored } = opened;
+    if (own.dropped) {
+      await source.stop();
+      return;
+    }
+    control.started(label, restored?.state.ruleSet.controlSeq ?? 0);
+    let checkpointer: Checkpointer | undefined;
+    const runner = new PartitionRunner({
+      partition: p,
+      partitions: o.partitions,
+      outOfOrderMs: 0,
+      limits: o.limits,
+      source,
+      control: control.follower,
+      alerts: d.alerts,
+      deadLetters: d.deadLetters,
+      metrics,
+      onRuleError: d.onRuleError,
+      onApplied: (_, seq) => control.appliedAt(label, seq),
+      initialState: restored?.state,
+      admit: () => checkpointer?.admit(),
+      downstream: { space },
+    });
+    if (store !== undefined)
+      checkpointer = new Checkpointer(
+        () => runner.state,
+        (fn) => runner.atBoundary(fn),
+        {
+          partition: p,
+          label,
+          store,
+          metrics,
+          settled: () => d.publisher.settled(),
+          fence: () => own.token,
+          onFenced: () => this.fenced(own),
+          maxUncheckpointed: o.maxUncheckpointedRecords,
+          timeoutMs: Math.max(2000, 5 * o.checkpointIntervalMs),
+          fullEvery: o.checkpointFullEvery,
+          savedRuleSets: this.savedRuleSets,
+          log,
+        },
+        restored?.offset ?? 0,
+      );
+    entry.runner = runner;
+    entry.checkpointer = checkpointer;
+    runner.start();
+    if (restored)
+      log(
+        'info',
+        `partition ${p} of key space ${space} restored at offset ${restored.offset}: ${restored.timings.keys} keys`,
+      );
+  }
+
+  /** Stops a partition's runner: with a final checkpoint when handed over, else at once. */
+  private async stopRunner(
+    x: { runner: PartitionRunner | undefined; checkpointer: Checkpointer | undefined },
+    reason: PartitionStopReason,
+  ): Promise<boolean> {
+    if (reason === 'released') {
+      // Stop reading, finish the record in flight, then a final checkpoint (it waits for
+      // every alert to be acknowledged) so that the next owner replays nothing.
+      x.checkpointer?.drain();
+      await x.runner?.stop();
+      // A periodic checkpoint under way may have been taken before the last records: a
+      // second one covers them (and costs nothing when there is nothing new).
+      await x.checkpointer?.checkpoint();
+      const checkpointed = (await x.checkpointer?.checkpoint()) ?? x.runner !== undefined;
+      await x.checkpointer?.close();
+      return checkpointed;
+    }
+    // The lease is gone: no more records, alerts, markers or checkpoints from here. Closing
+    // the checkpointer first also lets a partition held back by backpressure stop.
+    const closing = x.checkpointer?.close();
+    await x.runner?.stop();
+    await closing;
+    return false;
+  }
+
   /** Stops partition `p`: handed over (`released`, with a final checkpoint) or lost. */
   async stop(p: number, reason: PartitionStopReason): Promise<void> {
     const { metrics } = this.d;
@@ -256,37 +450,30 @@ export class WorkerPartitions {
     if (own !== undefined) {
       own.dropped = true;
       this.d.control.markers.remove(p);
-      if (reason === 'released') {
-        // Stop reading, finish the record in flight, then a final checkpoint (it waits for
-        // every alert to be acknowledged) so that the next owner replays nothing.
-        own.checkpointer?.drain();
-        await own.runner?.stop();
-        // A periodic checkpoint under way may have been taken before the last records: a
-        // second one covers them (and costs nothing when there is nothing new).
-        await own.checkpointer?.checkpoint();
-        checkpointed = (await own.checkpointer?.checkpoint()) ?? own.runner !== undefined;
-        await own.checkpointer?.close();
-      } else {
-        // The lease is gone: no more records, alerts, markers or checkpoints from here. Closing
-        // the checkpointer first also lets a partition held back by backpressure stop.
-        const closing = own.checkpointer?.close();
-        await own.runner?.stop();
-        await closing;
+      // The event log's partition first: its final checkpoint waits for what it sent downstream.
+      checkpointed = await this.stopRunner(own, reason);
+      if (reason !== 'released') own.sender?.close();
+      const labels = [String(p)];
+      for (const [space, x] of own.downstreams) {
+        checkpointed = (await this.stopRunner(x, reason)) && checkpointed;
+        const label = partitionLabel(p, space);
+        this.d.control.stopped(label);
+        labels.push(label);
       }
       this.owned.delete(p);
-      this.d.control.stopped(p);
-      const partition = String(p);
-      for (const g of [
-        metrics.offset,
-        metrics.lag,
-        metrics.watermarkLag,
-        metrics.liveKeys,
-        metrics.liveStates,
-        metrics.controlApplied,
-        metrics.checkpointLast,
-        metrics.checkpointOffset,
-      ])
-        g.remove({ partition });
+      this.d.control.stopped(String(p));
+      for (const partition of labels)
+        for (const g of [
+          metrics.offset,
+          metrics.lag,
+          metrics.watermarkLag,
+          metrics.liveKeys,
+          metrics.liveStates,
+          metrics.controlApplied,
+          metrics.checkpointLast,
+          metrics.checkpointOffset,
+        ])
+          g.remove({ partition });
       if (own.token > 0) {
         metrics.leasesHeld.set({ worker: this.d.worker }, this.leased());
         metrics.leaseHandoffs.inc({ reason: reason === 'released' ? 'released' : 'lost' });

@@ -1,5 +1,5 @@
 import { parentPort, workerData, type MessagePort } from 'node:worker_threads';
-import type { VigilOptions } from '../config.js';
+import { partitionKeyFields, type VigilOptions } from '../config.js';
 import { GC_REPORT_MS, watchGcPauses } from '../metrics/gc-pauses.js';
 import { WorkerMetrics } from '../metrics/metrics.js';
 import { registerThreadCpu } from '../metrics/thread-cpu.js';
@@ -141,6 +141,7 @@ class WorkerThread {
       deadLetters,
       store: this.store,
       partitions: o.partitions,
+      partitionKey: o.rekey === 'on' ? partitionKeyFields(o.partitionKey) : undefined,
       log,
     });
     const { onRuleError } = new RuleQuarantine(nats.js, o.quarantineAfterErrors, metrics, log);
@@ -163,6 +164,7 @@ class WorkerThread {
       onRuleError,
       queue: this.queue,
       post: this.post,
+      crash: this.crash,
       log,
     });
     const stopTimers = this.startTimers(nats, control, partitions);
@@ -187,7 +189,7 @@ class WorkerThread {
         : startCheckpointTurns({
             intervalMs: o.checkpointIntervalMs,
             partitions: o.partitions,
-            checkpointerOf: (p) => partitions.checkpointerOf(p),
+            checkpointersOf: (p) => partitions.checkpointersOf(p),
             onHealth: (ok) => this.post({ op: 'checkpoints', ok }),
           });
     const stopSeqs = control.refreshCheckpointedSeqs(Math.max(5000, o.checkpointIntervalMs));

@@ -312,7 +312,10 @@ describe('startCheckpointTurns', () => {
     const stop = startCheckpointTurns({
       intervalMs: 400,
       partitions: 4,
-      checkpointerOf: (p) => runs.get(p)?.checkpointer,
+      checkpointersOf: (p) => {
+        const c = runs.get(p)?.checkpointer;
+        return c === undefined ? [] : [c];
+      },
       onHealth: (ok) => void health.push(ok),
     });
     const written = (): number[] => store.saves.map((s) => s.partition);

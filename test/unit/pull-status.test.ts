@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { pullRefused, pullStatus, RecordQueue, type LogRecord } from '../../service/index.js';
+import { eventLog } from '../../service/ingest/partition-consumer.js';
 
 describe('pullStatus', () => {
   it('reads a heartbeat, a gone consumer and a refused pull', () => {
@@ -42,7 +43,7 @@ describe('pullStatus', () => {
   });
 
   it('names the partition, the limits asked for and what to check when a pull is refused', () => {
-    const e = pullRefused(7, 'Exceeded MaxRequestExpires of 10s', 2000, 30_000);
+    const e = pullRefused(eventLog(7), 'Exceeded MaxRequestExpires of 10s', 2000, 30_000);
     expect(e.code).toBe('VIGIL_E_NATS');
     expect(e.retryable).toBe(false);
     expect(e.message).toMatch(
