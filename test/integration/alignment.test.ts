@@ -72,7 +72,42 @@ const RULES = [
     key: 'k',
     when: { all: [{ fact: 'k', operator: 'in', value: { fact: 'list:watch' } }] },
   },
+  // Keyed by another field than the partition key (k): through the re-keying hop.
+  {
+    id: 'fan-in',
+    on: ['payment'],
+    key: 'b',
+    pattern: { kind: 'threshold', aggregate: 'count', window: 200, operator: '>=', value: 4 },
+  },
+  {
+    id: 'b-kinds',
+    on: ['payment', 'login'],
+    key: ['b', 'type'],
+    pattern: {
+      kind: 'threshold',
+      aggregate: 'distinct',
+      field: 'k',
+      window: 300,
+      operator: '>=',
+      value: 3,
+    },
+  },
+  {
+    id: 'b-big',
+    on: ['payment'],
+    key: 'b',
+    when: { all: [{ fact: 'amount', operator: 'greaterThan', value: 90 }] },
+    alert: { suppressFor: 100 },
+  },
+  {
+    id: 'b-unconfirmed',
+    on: ['order'],
+    key: 'b',
+    pattern: { kind: 'absence', within: 25, expect: { on: ['confirm'] } },
+  },
 ];
+const REKEYED = new Set(['fan-in', 'b-kinds', 'b-big', 'b-unconfirmed']);
+const REPORT_MS = 20;
 
 /** Changes published while events flow: compatible and incompatible edits, pauses, clears, deletes, model updates. */
 const CHANGES = [
@@ -94,6 +129,13 @@ const CHANGES = [
       { op: 'upsert-rule', rule: { ...RULES[4], pattern: { ...RULES[4]?.pattern, within: 100 } } },
     ],
   },
+  { op: 'upsert-rule', rule: { ...RULES[6], pattern: { ...RULES[6]?.pattern, value: 3 } } },
+  { op: 'upsert-rule', rule: { ...RULES[6], pattern: { ...RULES[6]?.pattern, window: 150 } } },
+  // A new key: a new key space, and the rule's state starts again there.
+  { op: 'upsert-rule', rule: { ...RULES[7], key: ['type', 'b'] } },
+  { op: 'clear-state', ruleId: 'fan-in' },
+  { op: 'pause-rule', id: 'b-big' },
+  { op: 'resume-rule', id: 'b-big' },
   { op: 'upsert-rule', rule: { id: 'bad', on: 'payment' } },
   // Well formed, refused by applyControl (no such model): no marker, a dead letter, alignment holds.
   { op: 'delete-model', id: 'no-such-model' },
@@ -117,6 +159,9 @@ async function run(workers: number, seed: number): Promise<void> {
     workers,
     outOfOrderMs: OUT_OF_ORDER_MS,
     tickIntervalMs: 0,
+    rekey: 'on',
+    partitionKey: 'k',
+    rekeyReportMs: REPORT_MS,
   }));
   const js = servers.js;
   const first = await js.publish(
@@ -150,11 +195,12 @@ async function run(workers: number, seed: number): Promise<void> {
         );
     }
     const k = `k${Math.floor(random() * 24)}`;
+    const b = `b${Math.floor(random() * 5)}`;
     const ts = base + i * 4 - Math.floor(random() * 70);
     const type = types[Math.floor(random() * types.length)];
     await js.publish(
       `events.${k}`,
-      JSON.stringify({ type, k, amount: Math.floor(random() * 100), ts, id: `e${i}` }),
+      JSON.stringify({ type, k, b, amount: Math.floor(random() * 100), ts, id: `e${i}` }),
     );
   }
   await drained(servers, service);
@@ -163,7 +209,10 @@ async function run(workers: number, seed: number): Promise<void> {
   const got = (await readStream(servers, 'ALERTS')).map(
     (m) => JSON.parse(decoder.decode(m.data)) as Alert,
   );
-  const expected = await referenceAlertIds(servers, P, OUT_OF_ORDER_MS);
+  const expected = await referenceAlertIds(servers, P, OUT_OF_ORDER_MS, {
+    partitionKey: ['k'],
+    reportEveryMs: REPORT_MS,
+  });
   const actual = new Set(got.map((a) => a.id));
   expect(got.length, `seed ${seed}: no alert published twice`).toBe(actual.size);
   expect(expected.size, `seed ${seed}: the run must produce alerts`).toBeGreaterThan(50);
@@ -175,13 +224,18 @@ async function run(workers: number, seed: number): Promise<void> {
     [...expected].filter((id) => !actual.has(id)),
     `seed ${seed}, ${workers} workers: alerts the service missed`,
   ).toEqual([]);
+  const rekeyed = got.filter((a) => REKEYED.has(a.ruleId));
+  expect(
+    rekeyed.length,
+    `seed ${seed}: rules keyed by another field than the partition key alert (${JSON.stringify(Object.fromEntries([...REKEYED].map((r) => [r, rekeyed.filter((a) => a.ruleId === r).length])))})`,
+  ).toBeGreaterThan(5);
   expect(
     new Set(got.map((a) => a.ruleVersion)).size,
     `seed ${seed}: changes took effect`,
   ).toBeGreaterThan(1);
 }
 
-describe('aligned activation (G2) as a property: the service equals a single-threaded reference over the same logs', () => {
+describe('aligned activation (G2) as a property, across the re-keying hop too: the service equals a single-threaded reference over the same logs', () => {
   const base = Number(process.env.VIGIL_TEST_SEED ?? Date.now() % 100_000);
   for (const workers of [1, 2, 4]) {
     for (const k of [0, 1]) {

@@ -1,6 +1,6 @@
 import type { Alert } from '../../rules/index.js';
 import { prng } from '../prng.js';
-import { partitionHeads, referenceAlertIds } from './reference.js';
+import { partitionHeads, referenceAlertIds, rekeyCaughtUp } from './reference.js';
 import { eventually, readStream, type TestServers } from './servers.js';
 import { ServiceProcess } from './service-process.js';
 
@@ -50,7 +50,23 @@ export const CRASH_RULES = [
     key: 'k',
     pattern: { kind: 'absence', within: 200, expect: { on: ['confirm'] } },
   },
+  // Keyed by another field than the partition key (k): through the re-keying hop.
+  {
+    id: 'fan-in',
+    on: ['payment'],
+    key: 'b',
+    pattern: { kind: 'threshold', aggregate: 'count', window: 100, operator: '>=', value: 4 },
+  },
+  {
+    id: 'b-unconfirmed',
+    on: ['order'],
+    key: ['b', 'type'],
+    pattern: { kind: 'absence', within: 30, expect: { on: ['confirm'] } },
+  },
 ];
+
+/** The hop's settings of the crash runs: rules keyed by `k`, the partition key, take none. */
+const REKEY = { partitionKey: ['k'], reportEveryMs: 25 };
 
 /** A change to the first rule that keeps its state (a tighter threshold), published mid-run. */
 export const TIGHTEN_BIG = JSON.stringify({
@@ -66,6 +82,8 @@ export interface CrashRunResult {
   readonly trials: number;
   readonly events: number;
   readonly alertsExpected: number;
+  /** Alerts of the rules keyed by another field than the partition key (through the hop). */
+  readonly alertsRekeyed: number;
   readonly lost: number;
   readonly duplicated: number;
   readonly unexpected: number;
@@ -90,7 +108,12 @@ export async function crashRun(
   },
 ): Promise<CrashRunResult> {
   const random = prng(opts.seed);
-  const env = { VIGIL_OUT_OF_ORDER_MS: String(opts.outOfOrderMs) };
+  const env = {
+    VIGIL_OUT_OF_ORDER_MS: String(opts.outOfOrderMs),
+    VIGIL_REKEY: 'on',
+    VIGIL_PARTITION_KEY: REKEY.partitionKey.join(','),
+    VIGIL_REKEY_REPORT_MS: String(REKEY.reportEveryMs),
+  };
   const types = ['payment', 'payment', 'payment', 'login', 'order', 'confirm'];
   const base = Date.now();
   let published = 0;
@@ -100,6 +123,7 @@ export async function crashRun(
       const event = {
         type: types[Math.floor(random() * types.length)],
         k,
+        b: `b${Math.floor(random() * 4)}`,
         amount: Math.floor(random() * 100),
         ts: base + published * 5 - Math.floor(random() * 40),
         id: `e${published}`,
@@ -136,17 +160,21 @@ export async function crashRun(
     60_000,
     'the last process to catch up',
   );
+  await rekeyCaughtUp(servers, last.url);
   await last.kill('SIGTERM'); // a clean stop flushes every alert
-  const ids = (await readStream(servers, 'ALERTS')).map(
-    (m) => (JSON.parse(decoder.decode(m.data)) as Alert).id,
+  const alerts = (await readStream(servers, 'ALERTS')).map(
+    (m) => JSON.parse(decoder.decode(m.data)) as Alert,
   );
-  const expected = await referenceAlertIds(servers, opts.partitions, opts.outOfOrderMs);
+  const ids = alerts.map((a) => a.id);
+  const expected = await referenceAlertIds(servers, opts.partitions, opts.outOfOrderMs, REKEY);
   const got = new Set(ids);
   return {
     seed: opts.seed,
     trials: opts.trials,
     events: published,
     alertsExpected: expected.size,
+    alertsRekeyed: alerts.filter((a) => a.ruleId === 'fan-in' || a.ruleId === 'b-unconfirmed')
+      .length,
     lost: [...expected].filter((id) => !got.has(id)).length,
     duplicated: ids.length - got.size,
     unexpected: [...got].filter((id) => !expected.has(id)).length,

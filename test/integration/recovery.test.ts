@@ -46,6 +46,7 @@ describe('exact recovery (G3): kill -9 at random moments, restart, same alerts a
       track: (p) => processes.push(p),
     });
     expect(r.alertsExpected, `seed ${seed}: the run must produce alerts`).toBeGreaterThan(100);
+    expect(r.alertsRekeyed, `seed ${seed}: alerts through the re-keying hop`).toBeGreaterThan(10);
     expect(
       { lost: r.lost, duplicated: r.duplicated, unexpected: r.unexpected },
       `seed ${seed}`,

@@ -1,21 +1,52 @@
-import { createPartition, emptyRuleSet, processRecord } from '../../rules/index.js';
-import { foldVersions, partitionRecord } from '../../protocol/index.js';
+import {
+  createDownstream,
+  createPartition,
+  emptyRuleSet,
+  processRecord,
+  type PartitionRecord,
+  type RuleSet,
+} from '../../rules/index.js';
+import { foldVersions, partitionOf, partitionRecord } from '../../protocol/index.js';
 import type { RunningService } from '../../service/index.js';
 import { eventually, readStream, type TestServers } from './servers.js';
 
+/** A downstream partition's record before its log gives it a position. */
+type HopRecord =
+  Extract<PartitionRecord, { kind: 'forward' | 'report' }> extends infer T
+    ? T extends unknown
+      ? Omit<T, 'seq'>
+      : never
+    : never;
+
 /**
  * The single-threaded reference: every partition's log through the rules core, each change
- * applied at its marker. Returns the ids of the alerts a crash-free run produces.
+ * applied at its marker. With `rekey` (the service's settings), what the partitions send the key
+ * spaces' partitions goes through those, each source's messages in its order, one source after
+ * another (any interleaving gives the same alerts: `test/rules/rekey.test.ts`). Returns the ids of
+ * the alerts a crash-free run produces.
  */
 export async function referenceAlertIds(
   servers: TestServers,
   partitions: number,
   outOfOrderMs: number,
+  rekey?: { readonly partitionKey: readonly string[]; readonly reportEveryMs: number },
 ): Promise<Set<string>> {
   const versions = foldVersions(await readStream(servers, 'CONTROL'));
+  const hop = rekey && { ...rekey, partitions, partitionOf };
   const states = Array.from({ length: partitions }, (_, p) =>
-    createPartition(emptyRuleSet(), { partition: p, outOfOrderMs }),
+    createPartition(emptyRuleSet(), {
+      partition: p,
+      outOfOrderMs,
+      ...(hop === undefined ? {} : { rekey: hop }),
+    }),
   );
+  // Per key space, per downstream partition, per source: the messages in the source's order.
+  const sent = new Map<string, HopRecord[][][]>();
+  const ruleSet = (c: number): RuleSet => {
+    const rs = versions.get(c);
+    if (rs === undefined) throw new Error(`no rule set at control sequence ${c}`);
+    return rs;
+  };
   const ids = new Set<string>();
   for (const m of await readStream(servers, 'EVENTS')) {
     const r = partitionRecord(
@@ -28,7 +59,49 @@ export async function referenceAlertIds(
     if (r === undefined || st === undefined) continue;
     const out = processRecord(st, r.record);
     for (const a of out.alerts) ids.add(a.id);
+    for (const x of out.sent) {
+      let q = sent.get(x.space);
+      if (q === undefined)
+        sent.set(
+          x.space,
+          (q = Array.from({ length: partitions }, () =>
+            Array.from({ length: partitions }, (): HopRecord[] => []),
+          )),
+        );
+      const src = r.partition;
+      q[x.partition]?.[src]?.push(
+        x.kind === 'forward'
+          ? {
+              kind: 'forward',
+              src,
+              n: x.n,
+              srcSeq: x.srcSeq,
+              ruleSet: ruleSet(x.controlSeq),
+              watermark: x.watermark,
+              key: x.key,
+              data: x.text,
+              publishTs: x.publishTs,
+            }
+          : {
+              kind: 'report',
+              src,
+              n: x.n,
+              ruleSet: ruleSet(x.controlSeq),
+              watermark: x.watermark,
+              horizon: x.horizon,
+            },
+      );
+    }
   }
+  for (const [space, perPartition] of sent)
+    perPartition.forEach((perSource, p) => {
+      const st = createDownstream(emptyRuleSet(), { partition: p, space, sources: partitions });
+      let seq = 0;
+      for (const list of perSource)
+        for (const rec of list)
+          for (const a of processRecord(st, { ...rec, seq: ++seq } as PartitionRecord).alerts)
+            ids.add(a.id);
+    });
   return ids;
 }
 
@@ -40,6 +113,43 @@ export async function partitionHeads(servers: TestServers, partitions: number): 
     if (p < partitions) heads[p] = Math.max(heads[p] ?? 0, m.seq);
   }
   return heads;
+}
+
+/**
+ * Waits until the service at `url` has read every message in REKEY (each key space's partition
+ * `p~space` in vigil_partition_offset), REKEY having stopped growing: the partitions may still be
+ * sending what they read last.
+ */
+export async function rekeyCaughtUp(
+  servers: TestServers,
+  url: string,
+  timeoutMs = 60_000,
+): Promise<void> {
+  let last = -1;
+  await eventually(
+    async () => {
+      const text = await (await fetch(`${url}/metrics`)).text();
+      const messages = await readStream(servers, 'REKEY');
+      const heads = new Map<string, number>();
+      for (const m of messages) {
+        const [, space, p] = m.subject.split('.');
+        heads.set(`${p}~${space}`, m.seq);
+      }
+      const steady = messages.length === last;
+      last = messages.length;
+      return (
+        steady &&
+        [...heads].every(([label, head]) => {
+          const line = text
+            .split('\n')
+            .find((l) => l.startsWith(`vigil_partition_offset{partition="${label}"}`));
+          return line !== undefined && Number(line.slice(line.lastIndexOf(' ') + 1)) >= head;
+        })
+      );
+    },
+    timeoutMs,
+    "the key spaces' partitions to read all of REKEY",
+  );
 }
 
 /** Waits until the service has processed every record now in each partition (vigil_partition_offset). */

@@ -150,20 +150,29 @@ export async function replaceRules(
   return seq;
 }
 
-/** Waits until the service has read every record of EVENTS (each record counts once in vigil_events_total). */
+/**
+ * Waits until the service has read every record of EVENTS and of REKEY (each record counts once
+ * in vigil_events_total), REKEY having stopped growing (what the partitions sent last may still
+ * be on its way when EVENTS is read).
+ */
 export async function drained(
   servers: TestServers,
   service: RunningService,
   timeoutMs = 30_000,
 ): Promise<void> {
+  let lastRekey = -1;
   await eventually(
     async () => {
-      const total = (await servers.jsm.streams.info('EVENTS')).state.messages;
       const text = await (await fetch(`${service.url}/metrics`)).text();
-      return metricSum(text, 'vigil_events_total') >= total;
+      const events = (await servers.jsm.streams.info('EVENTS')).state.messages;
+      const rekey =
+        (await servers.jsm.streams.info('REKEY').catch(() => undefined))?.state.messages ?? 0;
+      const steady = rekey === lastRekey;
+      lastRekey = rekey;
+      return metricSum(text, 'vigil_events_total') >= events + rekey && (rekey === 0 || steady);
     },
     timeoutMs,
-    'the service to read all of EVENTS',
+    'the service to read all of EVENTS and REKEY',
   );
 }
 
