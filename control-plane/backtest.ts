@@ -3,7 +3,7 @@ import { DeliverPolicy, type JetStreamClient, type JetStreamManager } from '@nat
 import { emptyRuleSet, type Alert, type RuleLimits, type RuleSet } from '../rules/index.js';
 import { storedAtMs } from '../protocol/index.js';
 import { foldVersions, MARKER_KEY, Streams } from '../protocol/index.js';
-import { Replay, type ReplayMessage } from './replay.js';
+import { Replay, type ReplayMessage, type ReplayRekey } from './replay.js';
 
 /** Which part of `EVENTS` to replay: by sequence or by store time (inclusive bounds). */
 export interface BacktestRange {
@@ -92,7 +92,13 @@ async function readAll(
 export async function runBacktest(
   js: JetStreamClient,
   jsm: JetStreamManager,
-  cfg: { readonly partitions: number; readonly outOfOrderMs: number; readonly limits: RuleLimits },
+  cfg: {
+    readonly partitions: number;
+    readonly outOfOrderMs: number;
+    readonly limits: RuleLimits;
+    /** The service's re-keying hop, when on: the replay runs it too. */
+    readonly rekey?: ReplayRekey | undefined;
+  },
   req: BacktestRequest,
   onProgress: (p: BacktestProgress) => void,
   signal: AbortSignal,
@@ -176,6 +182,7 @@ export async function runBacktest(
           cfg.outOfOrderMs,
           cfg.limits,
           (p) => initial.get(p) ?? emptyRuleSet(),
+          cfg.rekey,
         );
         if (req.candidate !== undefined)
           candidate = new Replay(
@@ -183,6 +190,8 @@ export async function runBacktest(
             cfg.partitions,
             cfg.outOfOrderMs,
             cfg.limits,
+            undefined,
+            cfg.rekey,
           );
       }
       if (m.seq > toSeq || (req.range.toTime !== undefined && storedAt > req.range.toTime)) break;

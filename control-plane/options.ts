@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { ValidationError, type Problem, type RuleLimits } from '../rules/index.js';
+import { partitionKeyFields } from '../protocol/index.js';
 
 /** Roles, each including the ones before it: `read` < `write` < `admin`. */
 export const ROLES = ['read', 'write', 'admin'] as const;
@@ -24,6 +25,9 @@ export interface ControlPlaneOptions {
   /** Partitions of `EVENTS` and the bounded out-of-orderness: a back-test replays as the shards judge. */
   readonly partitions: number;
   readonly outOfOrderMs: number;
+  /** The service's re-keying hop when it is on (a back-test runs it too); undefined when off. */
+  readonly rekey:
+    { readonly partitionKey: readonly string[]; readonly reportEveryMs: number } | undefined;
   /** This process among those sharing the partitions (the service's `instanceId`), shown by status. */
   readonly instanceId: string;
   /**
@@ -62,6 +66,10 @@ export interface ServiceSettings {
   readonly partitions: number;
   readonly outOfOrderMs: number;
   readonly instanceId?: string;
+  /** The re-keying hop's settings (see the service's `rekey`, `partitionKey`, `rekeyReportMs`). */
+  readonly rekey?: 'on' | 'off';
+  readonly partitionKey?: string;
+  readonly rekeyReportMs?: number;
 }
 
 /** Environment variables of the control plane. */
@@ -148,6 +156,13 @@ export function resolveControlPlaneOptions(
     limits: service.limits,
     partitions: service.partitions,
     outOfOrderMs: service.outOfOrderMs,
+    rekey:
+      service.rekey === 'on'
+        ? {
+            partitionKey: partitionKeyFields(service.partitionKey ?? ''),
+            reportEveryMs: service.rekeyReportMs ?? 1000,
+          }
+        : undefined,
     instanceId: service.instanceId ?? '',
     maxBacktestRecords: overrides.maxBacktestRecords ?? 1_000_000,
     tokens: overrides.tokens ?? tokens,

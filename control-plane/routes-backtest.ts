@@ -116,7 +116,12 @@ export function mountBacktestRoutes(router: Router, ctx: ApiContext): BacktestJo
         runBacktest(
           js,
           jsm,
-          { partitions: o.partitions, outOfOrderMs: o.outOfOrderMs, limits: o.limits },
+          {
+            partitions: o.partitions,
+            outOfOrderMs: o.outOfOrderMs,
+            limits: o.limits,
+            rekey: o.rekey,
+          },
           {
             range,
             ...(candidate === undefined ? {} : { candidate }),

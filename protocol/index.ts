@@ -12,7 +12,7 @@ export {
   rekeySubject,
   type HopClass,
 } from './hop-wire.js';
-export { partitionOf } from './partitioner.js';
+export { partitionKeyFields, partitionOf } from './partitioner.js';
 export { storedAtMs } from './stored-at.js';
 export { partitionRecord, type StoredMessage } from './partition-record.js';
 export {

@@ -21,3 +21,11 @@ function fnv1a(bytes: Uint8Array): number {
   for (const b of bytes) h = Math.imul(h ^ b, 0x01000193) >>> 0;
   return h;
 }
+
+/**
+ * The fields of a `partitionKey` setting (`"payer"`, `"payer,bank"`): the event field(s) producers
+ * partition by. Empty for none.
+ */
+export function partitionKeyFields(setting: string): string[] {
+  return setting.trim() === '' ? [] : setting.split(',').map((f) => f.trim());
+}

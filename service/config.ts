@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { availableParallelism, hostname } from 'node:os';
 import { resolveLimits, ValidationError, type Problem, type RuleLimits } from '../rules/index.js';
+import { partitionKeyFields } from '../protocol/index.js';
 
 /** Every setting of the service, with its default. Environment variables map onto it (see {@link ENV}). */
 export interface VigilOptions {
@@ -265,11 +266,6 @@ function rekeyProblems(merged: Record<string, unknown>): Problem[] {
       message: `setting "partitionKey" (VIGIL_PARTITION_KEY) must be up to 8 distinct field names separated by commas (the field(s) producers partition by, e.g. "payer"), or empty; got ${JSON.stringify(key)}`,
     });
   return problems;
-}
-
-/** The fields of the `partitionKey` setting; empty for none. */
-export function partitionKeyFields(setting: string): string[] {
-  return setting.trim() === '' ? [] : setting.split(',').map((f) => f.trim());
 }
 
 /** The lease settings, checked against each other and against the duplicate window. */

@@ -1,6 +1,6 @@
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { partitionKeyFields, type VigilOptions } from '../config.js';
+import type { VigilOptions } from '../config.js';
 import type { CheckpointStore } from '../checkpoint/checkpoint-store.js';
 import {
   Checkpointer,
@@ -11,7 +11,7 @@ import {
 import { openPartition, type RestoredPartition } from '../ingest/partition-open.js';
 import { rekeyLog } from '../ingest/partition-consumer.js';
 import { HopSender } from '../output/hop-sender.js';
-import { partitionOf } from '../../protocol/index.js';
+import { partitionKeyFields, partitionOf } from '../../protocol/index.js';
 import type { RekeyOptions } from '../../rules/index.js';
 import type { WorkerMetrics } from '../metrics/metrics.js';
 import type { Publisher } from '../output/publisher.js';

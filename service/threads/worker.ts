@@ -1,5 +1,6 @@
 import { parentPort, workerData, type MessagePort } from 'node:worker_threads';
-import { partitionKeyFields, type VigilOptions } from '../config.js';
+import type { VigilOptions } from '../config.js';
+import { partitionKeyFields } from '../../protocol/index.js';
 import { GC_REPORT_MS, watchGcPauses } from '../metrics/gc-pauses.js';
 import { WorkerMetrics } from '../metrics/metrics.js';
 import { registerThreadCpu } from '../metrics/thread-cpu.js';
