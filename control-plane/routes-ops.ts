@@ -1,5 +1,6 @@
 import type { Router } from 'express';
-import { explainRule, parseEvent } from '../rules/index.js';
+import { explainRule, parseEvent, SourceHop } from '../rules/index.js';
+import { partitionOf } from '../protocol/index.js';
 import { requireRole } from './auth.js';
 import { changeView, type ApiContext } from './context.js';
 import { invalid, notFound } from './errors.js';
@@ -32,7 +33,12 @@ export function mountOpsRoutes(router: Router, ctx: ApiContext): void {
         throw invalid('the event', [
           { pointer: '/event', message: `${parsed.message} (${parsed.reason})` },
         ]);
-      res.json(explainRule(rule, parsed.event, rs.models, body.key ?? ''));
+      const o = ctx.options;
+      const hop =
+        o.rekey === undefined
+          ? undefined
+          : new SourceHop({ ...o.rekey, partitions: o.partitions, partitionOf });
+      res.json(explainRule(rule, parsed.event, rs.models, body.key ?? '', hop));
     }),
   );
 

@@ -6,6 +6,7 @@
  * evaluator; the property test checks that both give json-rules-engine's verdict.
  */
 import { keyFieldsOf, keyValue } from './rule-key.js';
+import type { SourceHop } from './source-hop.js';
 import type { CompiledRule } from './compile-rule.js';
 import { parsePath, resolveSegments } from './json-path.js';
 import { lookupFact, type ModelRegistry } from './models.js';
@@ -203,6 +204,11 @@ export interface RuleExplanation {
       /** The field's value (a composite key: each field's, by name); the partition key's otherwise. */
       readonly value: unknown;
       readonly passed: boolean;
+      /**
+       * With the re-keying hop on and the rule re-keyed: the key space its state lives in and the
+       * partition of this event's key there (see `source-hop.ts`).
+       */
+      readonly rekeyed?: { readonly space: string; readonly partition: number | null };
     };
     readonly when?: ConditionExplanation;
   };
@@ -231,12 +237,25 @@ export function explainRule(
   event: Readonly<Record<string, unknown>>,
   models: ModelRegistry,
   partitionKey = '',
+  /** The service's re-keying hop, when on. */
+  hop?: SourceHop,
 ): RuleExplanation {
   const def = rule.def;
   const type = event.type;
   const typePassed = typeOk(def.on, type);
   const fields = keyFieldsOf(def.key);
-  const keyPassed = fields === undefined || keyValue(fields, event) !== undefined;
+  const keyText = fields === undefined ? undefined : keyValue(fields, event);
+  const keyPassed = fields === undefined || keyText !== undefined;
+  const rekeyed =
+    hop === undefined || !hop.sendsOn(rule)
+      ? undefined
+      : {
+          space: rule.keySpace as string,
+          partition:
+            keyText === undefined
+              ? null
+              : hop.route(rule.keySpace as string, keyText, false).partition,
+        };
   const raw = (f: string): unknown => (Object.hasOwn(event, f) ? event[f] : undefined);
   const shownKey =
     fields === undefined
@@ -285,7 +304,12 @@ export function explainRule(
     verdict,
     checks: {
       type: { eventType: type, on: def.on, passed: typePassed },
-      key: { field: def.key ?? null, value: shownKey, passed: keyPassed },
+      key: {
+        field: def.key ?? null,
+        value: shownKey,
+        passed: keyPassed,
+        ...(rekeyed === undefined ? {} : { rekeyed }),
+      },
       ...(when === undefined ? {} : { when }),
     },
     ...(pattern === undefined ? {} : { pattern }),

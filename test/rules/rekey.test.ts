@@ -4,6 +4,8 @@ import {
   applyControl,
   checkpointParts,
   createPartition,
+  explainRule,
+  SourceHop,
   keyedStateCount,
   keySpaceOf,
   processRecord,
@@ -192,6 +194,25 @@ describe('re-keying hop', () => {
     });
     expect(big.alerts.map((a) => a.ruleId)).toEqual(['big']);
     expect(big.matched).toContain('big-card');
+  });
+
+  it('explains where a re-keyed rule keeps its state', () => {
+    const rs = SETS[0] as RuleSet;
+    const hop = new SourceHop(REKEY);
+    const event = { type: 'payment', card: 'c1', acct: 'k1', amount: 3 };
+    const keyCheck = (id: string, e: Record<string, unknown>) =>
+      explainRule(rs.rules.get(id) as never, e, rs.models, 'k1', hop).checks.key;
+    expect(keyCheck('velocity', event).rekeyed).toEqual({
+      space: 'card',
+      partition: partitionOf('c1', 2),
+    });
+    expect(keyCheck('velocity', { type: 'payment' }).rekeyed).toEqual({
+      space: 'card',
+      partition: null,
+    });
+    // Keyed by the partition key, or by none: no hop.
+    expect(keyCheck('acct-velocity', event).rekeyed).toBeUndefined();
+    expect(keyCheck('spend', event).rekeyed).toBeUndefined();
   });
 
   it("restores a source's horizon: the latest event time judged, past the log's clock", () => {
