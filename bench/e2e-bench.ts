@@ -9,6 +9,8 @@
  *   node --import tsx bench/e2e-bench.ts --young-generation-mb N   workers' young generation (default: the service's)
  *   node --import tsx bench/e2e-bench.ts --out-of-order-ms N   the service's outOfOrderMs (default: the service's)
  *   node --import tsx bench/e2e-bench.ts --load-percent N   (c)'s load, percent of the capacity the ramp finds (default 50)
+ *   node --import tsx bench/e2e-bench.ts --rekeyed N   N% of the threshold rules keyed by `merchant`, through the
+ *                                                    re-keying hop (VIGIL_REKEY=on, partition key `cardId`; default 0: hop off)
  *   node --import tsx bench/e2e-bench.ts --only-checkpoint-compare   steps 0-3 (b0) only: `bench:checkpoint` runs this
  *
  * Steps, all in one run (see bench/README.md for what each figure means):
@@ -125,6 +127,9 @@ const CONTROL_SPACING_MS = 250;
  * up during (c); `--load-percent N` sets another (the target is judged at the default, 50).
  */
 const LOAD_PERCENT = numberArg('load-percent', 50);
+/** Percent of the threshold rules keyed by another field than the partition key (through the hop). */
+const REKEYED = numberArg('rekeyed', 0);
+if (REKEYED < 0 || REKEYED > 100) throw new Error(`--rekeyed needs 0 to 100, got ${REKEYED}`);
 if (LOAD_PERCENT < 1 || LOAD_PERCENT > 100)
   throw new Error(`--load-percent needs 1 to 100, got ${LOAD_PERCENT}`);
 const LOAD_SHARE = LOAD_PERCENT / 100;
@@ -729,6 +734,7 @@ const result: Record<string, unknown> = {
   workerYoungGenerationMb: YOUNG_GENERATION_MB,
   checkpointIntervalMs: CHECKPOINT_MS,
   outOfOrderMs: OUT_OF_ORDER_MS,
+  rekeyedPercent: REKEYED,
   seed: SEED,
   /** The machine may be shared: its 1-minute load average when the run starts. */
   loadAverageAtStart: round(loadavg()[0] ?? 0, 2),
@@ -771,11 +777,12 @@ async function main(): Promise<void> {
       httpPort: 0,
       tickIntervalMs: 0,
       checkpointIntervalMs: CHECKPOINT_MS,
+      ...(REKEYED > 0 ? { rekey: 'on' as const, partitionKey: 'cardId' } : {}),
     },
     {},
   );
 
-  const rules = generateRules(RULES, SEED);
+  const rules = generateRules(RULES, SEED, REKEYED);
   const prepared = await prepareLog(nats, options, redis, rules, 'EVENTS');
   const { nc, js, jsm, next, rulesSeq, records } = prepared;
   const idleStartupSeconds = prepared.startupSeconds;
@@ -826,6 +833,9 @@ async function main(): Promise<void> {
     }, 25);
     readyTimer.unref();
     let drainedAt = 0;
+    // With the hop on, REKEY is read too: done once it has stopped growing and all of it is read.
+    let lastRekey = -1;
+    let doneAt = 0;
     let lastReport = t0;
     let pollMs = 1000;
     let best = { n: 0, t: t0 };
@@ -846,10 +856,18 @@ async function main(): Promise<void> {
             `  … ${fmt(n)} / ${fmt(target)} records read (${fmt(n / ((t - t0) / 1000))}/s since start)${reporting < PARTITIONS ? `; only ${reporting} partitions in /metrics: a worker did not answer within 5 s` : ''}`,
           );
         }
-        if (n >= target) {
-          drainedAt = t;
-          return true;
-        }
+        const rekey =
+          opts.rekey === 'on' ? (await jsm.streams.info(Streams.rekey)).state.messages : 0;
+        const steady = rekey === lastRekey;
+        lastRekey = rekey;
+        if (n >= target + rekey) {
+          // Drained when first seen so; with the hop, confirmed by REKEY not growing since.
+          if (doneAt === 0 || !steady) doneAt = t;
+          if (rekey === 0 || steady) {
+            drainedAt = doneAt;
+            return true;
+          }
+        } else doneAt = 0;
         pollMs = drainPollMs(n / target, t - t0);
         return false;
       },
@@ -987,6 +1005,8 @@ async function main(): Promise<void> {
     alerts,
     alertsPerEvent: round(alerts / EVENTS, 4),
     deadLetters: dlq,
+    // The re-keying hop: what the partitions sent the key spaces' partitions (forwards and reports).
+    hopMessagesPerEvent: round(sumOf(afterDrain, 'vigil_hop_sent_total') / EVENTS, 4),
   });
   log(
     `(b) service: read ${fmt(target)} records in ${serviceSeconds.toFixed(2)} s = ${fmt(serviceRate)}/s including start-up, ${fmt(serviceRateExcl)}/s without the ${idleStartupSeconds.toFixed(2)} s of an idle start-up; its workers reported ready after ${readySeconds.toFixed(2)} s`,

@@ -215,16 +215,37 @@ function thresholdRule(rand: Rand, id: string, type: string): Rule {
 
 /**
  * `n` rules over the 20 event types, round robin, so each event meets n/20 of them (5%):
- * 80% plain conditions, 20% threshold rules.
+ * 80% plain conditions, 20% threshold rules. `rekeyedPercent` of the threshold rules are keyed
+ * by `merchant` instead of the event's key (the card): with the re-keying hop on, theirs go
+ * through it (a plain rule keeps no state, so keyed by another field it would take no hop).
  */
-export function generateRules(n: number, seed: number): Rule[] {
+export function generateRules(n: number, seed: number, rekeyedPercent = 0): Rule[] {
   const rand = prng(seed);
   const rules: Rule[] = [];
+  let thresholds = 0;
   for (let i = 0; i < n; i++) {
     const type = EVENT_TYPES[i % EVENT_TYPES.length] as string;
     const threshold = i % 5 === 4;
     const id = `${threshold ? 'thr' : 'rule'}-${String(i).padStart(4, '0')}`;
-    rules.push(threshold ? thresholdRule(rand, id, type) : plainRule(rand, id, type));
+    if (!threshold) {
+      rules.push(plainRule(rand, id, type));
+      continue;
+    }
+    const rule = thresholdRule(rand, id, type);
+    // Spread evenly: the k-th threshold rule is re-keyed when the running share falls behind.
+    const rekeyed =
+      Math.floor(((thresholds + 1) * rekeyedPercent) / 100) >
+      Math.floor((thresholds * rekeyedPercent) / 100);
+    thresholds++;
+    rules.push(
+      rekeyed
+        ? {
+            ...rule,
+            key: 'merchant',
+            alert: { ...rule.alert, title: '{{type}} velocity at {{merchant}}' },
+          }
+        : rule,
+    );
   }
   return rules;
 }
