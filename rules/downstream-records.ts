@@ -3,12 +3,12 @@
  * events, judged under the rule set they carry, and source reports, which move the watermark and
  * ready the changes the sources applied.
  */
-import type { CompiledRule } from './compile-rule.js';
-import { InvalidReason, parseEvent } from './event.js';
+import { InvalidReason } from './event.js';
 import { buffersHits, Downstream } from './downstream.js';
-import { Hits, keyOf, LazyContext, ruleVerdict } from './verdict.js';
+import { bufferedHits } from './verdict.js';
 import {
   add,
+  parseInTime,
   type PartitionState,
   type PartitionRecord,
   type ProcessResult,
@@ -69,38 +69,15 @@ function judgeForward(
   rec: Extract<PartitionRecord, { kind: 'forward' }>,
   out: ProcessResult,
 ): void {
-  const parsed = parseEvent(rec.data, rec.publishTs, st.limits);
-  if (!parsed.ok) {
-    add(out, 'invalid', { seq: rec.seq, reason: parsed.reason, message: parsed.message });
-    return;
-  }
-  const { event, type, ts, id, hostile } = parsed;
   // The source judged it in time; only a forged record (or a source's bad watermark) is late here.
-  if (ts <= st.watermark) {
-    add(out, 'late', { seq: rec.seq, ts, watermark: st.watermark });
-    return;
-  }
+  const parsed = parseInTime(st, rec.seq, rec.data, rec.publishTs, out);
+  if (parsed === undefined) return;
+  const { event, ts, id, hostile } = parsed;
   const rs = rec.ruleSet;
-  const lc = new LazyContext(event, rs, hostile);
-  let hits: Hits | undefined;
-  const rules = rs.rulesFor(type);
-  const skipped = hostile ? undefined : rs.guardsFor(type).skipped(event);
-  for (let i = 0; i < rules.length; i++) {
-    if (skipped !== undefined && skipped[i] === 1) continue;
-    const rule = rules[i] as CompiledRule;
-    if (!buffersHits(rule, d.space, undefined)) continue;
-    const key = keyOf(rule, event, rec.key);
-    if (key === undefined) continue;
-    let v = 0;
-    try {
-      v = ruleVerdict(rule, type, lc);
-    } catch {
-      continue;
-    }
-    if (v !== 0) (hits ??= new Hits(rec.key)).add(rule, key, v);
-  }
-  if (hits === undefined) return;
-  hits.trim();
+  const hits = bufferedHits(rs, event, rec.key, hostile, (rule) =>
+    buffersHits(rule, d.space, undefined),
+  );
+  if (hits.length === 0) return;
   const b: Buffered = {
     ts,
     seq: rec.srcSeq,

@@ -8,7 +8,7 @@
 import { Heap } from './cep/heap.js';
 import { WindowArena } from './cep/small-window.js';
 import { RuleEvaluationError } from './errors.js';
-import { InvalidReason } from './event.js';
+import { parseEvent, type InvalidReason, type ParseEventResult } from './event.js';
 import { LineageIndex } from './lineage-index.js';
 import { KeyedStates } from './keyed-states.js';
 import { DEFAULT_LIMITS, type RuleLimits } from './limits.js';
@@ -353,4 +353,27 @@ export function add<K extends Lists>(
   const a = out[list] as unknown[];
   if (a === NONE) (out as MutableResult)[list] = [x] as MutableResult[K];
   else a.push(x);
+}
+
+/**
+ * Parses a record's event and checks its time against the watermark: the event, or undefined when
+ * it is invalid or late (reported in `out`, judged by no rule).
+ */
+export function parseInTime(
+  st: PartitionState,
+  seq: number,
+  data: unknown,
+  publishTs: number,
+  out: ProcessResult,
+): Extract<ParseEventResult, { ok: true }> | undefined {
+  const parsed = parseEvent(data, publishTs, st.limits);
+  if (!parsed.ok) {
+    add(out, 'invalid', { seq, reason: parsed.reason, message: parsed.message });
+    return undefined;
+  }
+  if (parsed.ts <= st.watermark) {
+    add(out, 'late', { seq, ts: parsed.ts, watermark: st.watermark });
+    return undefined;
+  }
+  return parsed;
 }

@@ -5,13 +5,14 @@
 import { newKeyState } from './cep/host.js';
 import type { CompiledRule } from './compile-rule.js';
 import { RuleEvaluationError } from './errors.js';
-import { InvalidReason, parseEvent } from './event.js';
+import { InvalidReason } from './event.js';
 import type { SourceHop } from './source-hop.js';
 import type { EventRef } from './types.js';
 import { Hits, keyOf, LazyContext, ruleVerdict, TRIGGER } from './verdict.js';
 import {
   newResult,
   add,
+  parseInTime,
   type PartitionState,
   type PartitionRecord,
   type ProcessResult,
@@ -30,16 +31,9 @@ function onEvent(
   out: ProcessResult,
   h: Host,
 ): void {
-  const parsed = parseEvent(rec.data, rec.publishTs, st.limits);
-  if (!parsed.ok) {
-    add(out, 'invalid', { seq: rec.seq, reason: parsed.reason, message: parsed.message });
-    return;
-  }
+  const parsed = parseInTime(st, rec.seq, rec.data, rec.publishTs, out);
+  if (parsed === undefined) return;
   const { event, type, ts, id, hostile } = parsed;
-  if (ts <= st.watermark) {
-    add(out, 'late', { seq: rec.seq, ts, watermark: st.watermark });
-    return;
-  }
   const rs = st.ruleSet;
   // Made when a rule without a pattern fires (rare); a buffered event gets its own when released.
   let ref: EventRef | undefined;

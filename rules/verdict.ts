@@ -133,8 +133,12 @@ export function bufferedHits(
   const type = event.type as string;
   const lc = new LazyContext(event, rs, hostile);
   const hits = new Hits(recordKey);
-  for (const rule of rs.rulesFor(type)) {
-    if (!judges(rule)) continue;
+  const rules = rs.rulesFor(type);
+  // Rules skipped on their guards are false on the event, and could not have thrown on it.
+  const skipped = hostile ? undefined : rs.guardsFor(type).skipped(event);
+  for (let i = 0; i < rules.length; i++) {
+    const rule = rules[i] as CompiledRule;
+    if ((skipped !== undefined && skipped[i] === 1) || !judges(rule)) continue;
     const key = keyOf(rule, event, recordKey);
     if (key === undefined) continue;
     let v: number;

@@ -266,27 +266,14 @@ export class WorkerPartitions {
         : { hop: { sender, rekey: this.rekey } }),
     });
     if (d.checkpoints !== undefined) {
-      checkpointer = new Checkpointer(
-        () => runner.state,
-        (fn) => runner.atBoundary(fn),
-        {
-          partition: p,
-          store: d.checkpoints.store,
-          metrics,
-          // What the partition sent downstream is stored before its checkpoint passes it.
-          settled: async () => {
-            await Promise.all([d.publisher.settled(), sender?.settled()]);
-          },
-          fence: () => own.token,
-          onFenced: () => this.fenced(own),
-          maxUncheckpointed: o.maxUncheckpointedRecords,
-          timeoutMs: Math.max(2000, 5 * o.checkpointIntervalMs),
-          fullEvery: o.checkpointFullEvery,
-          savedRuleSets: this.savedRuleSets,
-          log,
+      checkpointer = this.checkpointer(own, runner, d.checkpoints.store, {
+        label: String(p),
+        offset: restored?.offset ?? 0,
+        // What the partition sent downstream is stored before its checkpoint passes it.
+        settled: async () => {
+          await Promise.all([d.publisher.settled(), sender?.settled()]);
         },
-        restored?.offset ?? 0,
-      );
+      });
     }
     own.runner = runner;
     own.checkpointer = checkpointer;
@@ -388,25 +375,11 @@ export class WorkerPartitions {
       downstream: { space },
     });
     if (store !== undefined)
-      checkpointer = new Checkpointer(
-        () => runner.state,
-        (fn) => runner.atBoundary(fn),
-        {
-          partition: p,
-          label,
-          store,
-          metrics,
-          settled: () => d.publisher.settled(),
-          fence: () => own.token,
-          onFenced: () => this.fenced(own),
-          maxUncheckpointed: o.maxUncheckpointedRecords,
-          timeoutMs: Math.max(2000, 5 * o.checkpointIntervalMs),
-          fullEvery: o.checkpointFullEvery,
-          savedRuleSets: this.savedRuleSets,
-          log,
-        },
-        restored?.offset ?? 0,
-      );
+      checkpointer = this.checkpointer(own, runner, store, {
+        label,
+        offset: restored?.offset ?? 0,
+        settled: () => d.publisher.settled(),
+      });
     entry.runner = runner;
     entry.checkpointer = checkpointer;
     runner.start();
@@ -415,6 +388,35 @@ export class WorkerPartitions {
         'info',
         `partition ${p} of key space ${space} restored at offset ${restored.offset}: ${restored.timings.keys} keys`,
       );
+  }
+
+  /** The checkpointer of a partition (of the event log or a key space's) run under `own`'s lease. */
+  private checkpointer(
+    own: Owned,
+    runner: PartitionRunner,
+    store: CheckpointStore,
+    c: { label: string; offset: number; settled: () => Promise<void> },
+  ): Checkpointer {
+    const o = this.d.options;
+    return new Checkpointer(
+      () => runner.state,
+      (fn) => runner.atBoundary(fn),
+      {
+        partition: own.partition,
+        label: c.label,
+        store,
+        metrics: this.d.metrics,
+        settled: c.settled,
+        fence: () => own.token,
+        onFenced: () => this.fenced(own),
+        maxUncheckpointed: o.maxUncheckpointedRecords,
+        timeoutMs: Math.max(2000, 5 * o.checkpointIntervalMs),
+        fullEvery: o.checkpointFullEvery,
+        savedRuleSets: this.savedRuleSets,
+        log: this.d.log,
+      },
+      c.offset,
+    );
   }
 
   /** Stops a partition's runner: with a final checkpoint when handed over, else at once. */

@@ -45,6 +45,29 @@ describe('service options', () => {
     );
   });
 
+  it('re-keying settings: off by default; on with a partition key; bad values named', () => {
+    expect(resolveOptions({}, {})).toMatchObject({
+      rekey: 'off',
+      partitionKey: '',
+      rekeyReportMs: 1000,
+    });
+    expect(
+      resolveOptions(
+        {},
+        { VIGIL_REKEY: 'on', VIGIL_PARTITION_KEY: 'payer,bank', VIGIL_REKEY_REPORT_MS: '200' },
+      ),
+    ).toMatchObject({ rekey: 'on', partitionKey: 'payer,bank', rekeyReportMs: 200 });
+    let problems: { pointer: string; message: string }[] = [];
+    try {
+      resolveOptions({}, { VIGIL_REKEY: 'yes', VIGIL_PARTITION_KEY: 'payer,,payer' });
+    } catch (e) {
+      problems = (e as { problems: typeof problems }).problems;
+    }
+    expect(problems.map((p) => p.pointer)).toEqual(['/rekey', '/partitionKey']);
+    expect(problems[0]?.message).toContain('VIGIL_REKEY');
+    expect(problems[1]?.message).toContain('distinct field names');
+  });
+
   it('lease settings: defaults, variables, instance id from host and port', () => {
     const o = resolveOptions({}, { VIGIL_LEASE_TTL_MS: '3000', VIGIL_LEASE_RENEW_MS: '500' });
     expect(o).toMatchObject({ leaseTtlMs: 3000, leaseRenewMs: 500 });

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { partitionOf } from '../../protocol/index.js';
+import { partitionKeyFields, partitionOf } from '../../protocol/index.js';
 
 /** FNV-1a 32-bit over the UTF-8 bytes, written plainly: the mapping nats-server applies. */
 function reference(key: string, partitions: number): number {
@@ -29,5 +29,14 @@ describe('partitionOf', () => {
       ),
       { numRuns: 2000 },
     );
+  });
+});
+
+describe('partitionKeyFields', () => {
+  it('reads the partition key setting: fields separated by commas, blanks around them dropped', () => {
+    expect(partitionKeyFields('')).toEqual([]);
+    expect(partitionKeyFields('  ')).toEqual([]);
+    expect(partitionKeyFields('payer')).toEqual(['payer']);
+    expect(partitionKeyFields('payer, bank')).toEqual(['payer', 'bank']);
   });
 });
