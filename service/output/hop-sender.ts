@@ -1,11 +1,21 @@
-import type { JetStreamClient } from '@nats-io/jetstream';
+import { createInbox, type Msg, type NatsConnection } from '@nats-io/transport-node';
 import { backoffMs } from '../transient.js';
+
+/**
+ * How a {@link HopSender} publishes: `send` starts one publish to JetStream and calls `done` once,
+ * with no error when the stream stored it.
+ */
+export interface HopTransport {
+  send(subject: string, data: Uint8Array, done: (err?: Error) => void): void;
+}
 
 interface Entry {
   readonly id: number;
   readonly subject: string;
   readonly data: Uint8Array;
   state: 'queued' | 'flying' | 'stored';
+  /** Which send of it the answer awaited is for: an answer to an earlier one is ignored. */
+  attempt: number;
 }
 
 /**
@@ -24,12 +34,12 @@ export class HopSender {
   private nextId = 1;
   /** The earliest message whose publish failed, while going back to it. */
   private failed: Entry | undefined;
-  private attempt = 0;
+  private retries = 0;
   private closed = false;
   private waiters: (() => void)[] = [];
 
   constructor(
-    private readonly js: Pick<JetStreamClient, 'publish'>,
+    private readonly transport: HopTransport,
     private readonly maxInFlight: number,
     private readonly onRetry: (subject: string, err: unknown) => void = () => {},
   ) {}
@@ -40,7 +50,7 @@ export class HopSender {
    */
   send(subject: string, data: Uint8Array): Promise<void> | undefined {
     if (this.closed) throw new Error('the hop sender is closed');
-    this.queue.push({ id: this.nextId++, subject, data, state: 'queued' });
+    this.queue.push({ id: this.nextId++, subject, data, state: 'queued', attempt: 0 });
     this.pump();
     return this.queue.length > this.maxInFlight ? this.until(() => this.roomy()) : undefined;
   }
@@ -92,25 +102,24 @@ export class HopSender {
 
   private fly(e: Entry): void {
     e.state = 'flying';
+    const attempt = ++e.attempt;
     this.flying++;
-    this.js.publish(e.subject, e.data).then(
-      () => {
-        this.flying--;
+    this.transport.send(e.subject, e.data, (err) => {
+      if (e.attempt !== attempt || e.state !== 'flying') return;
+      this.flying--;
+      if (err === undefined) {
         e.state = 'stored';
-        this.attempt = 0;
+        this.retries = 0;
         let n = 0;
         while (n < this.queue.length && (this.queue[n] as Entry).state === 'stored') n++;
         if (n > 0) this.queue.splice(0, n);
-        this.settle();
-      },
-      (err: unknown) => {
-        this.flying--;
+      } else {
         e.state = 'queued';
         if (!this.closed) this.onRetry(e.subject, err);
         if (this.failed === undefined || e.id < this.failed.id) this.failed = e;
-        this.settle();
-      },
-    );
+      }
+      this.settle();
+    });
   }
 
   /** After an answer: wakes waiters, and once nothing is in flight after a failure, goes back to it. */
@@ -127,7 +136,74 @@ export class HopSender {
         this.failed = undefined;
         this.pump();
       },
-      backoffMs(this.attempt++, 50, 2000),
+      backoffMs(this.retries++, 50, 2000),
     );
+  }
+}
+
+/**
+ * JetStream publishes on the core connection, their acknowledgements on one inbox subscription:
+ * `js.publish` made a request per message (a promise, a timer, a reply subscription entry), most of
+ * what a forwarded event cost the sending worker. A publish unanswered after `timeoutMs` counts as
+ * failed (the sender sends it again; a late answer is ignored).
+ */
+export function inboxTransport(
+  nc: NatsConnection,
+  timeoutMs = 5000,
+): HopTransport & { close(): void } {
+  const inbox = createInbox();
+  const prefix = inbox.length + 1;
+  let next = 0;
+  const waiting = new Map<number, { readonly done: (err?: Error) => void; readonly at: number }>();
+  const sub = nc.subscribe(`${inbox}.*`, {
+    callback: (_err, m) => {
+      const id = Number(m.subject.slice(prefix));
+      const w = waiting.get(id);
+      if (w === undefined) return;
+      waiting.delete(id);
+      w.done(ackError(m));
+    },
+  });
+  const sweep = setInterval(
+    () => {
+      const now = Date.now();
+      for (const [id, w] of waiting)
+        if (now - w.at > timeoutMs) {
+          waiting.delete(id);
+          w.done(new Error(`no acknowledgement from JetStream within ${timeoutMs} ms`));
+        }
+    },
+    Math.min(1000, timeoutMs),
+  );
+  sweep.unref();
+  return {
+    send(subject, data, done) {
+      const id = ++next;
+      waiting.set(id, { done, at: Date.now() });
+      nc.publish(subject, data, { reply: `${inbox}.${id}` });
+    },
+    close() {
+      clearInterval(sweep);
+      sub.unsubscribe();
+      for (const w of waiting.values()) w.done(new Error('the hop transport is closed'));
+      waiting.clear();
+    },
+  };
+}
+
+/** Undefined when a JetStream publish's answer says the message is stored; else why not. */
+function ackError(m: Msg): Error | undefined {
+  // A status message (no stream on the subject: 503) carries no JSON.
+  if (m.data.byteLength === 0)
+    return new Error(`no stream took the message (${m.headers?.code ?? 'empty answer'})`);
+  try {
+    const a = JSON.parse(new TextDecoder().decode(m.data)) as {
+      seq?: unknown;
+      error?: { description?: string };
+    };
+    if (typeof a.seq === 'number') return undefined;
+    return new Error(`JetStream refused the message: ${a.error?.description ?? 'no sequence'}`);
+  } catch {
+    return new Error('JetStream answered the publish with something that is not JSON');
   }
 }

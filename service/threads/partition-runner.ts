@@ -18,6 +18,7 @@ import type { WorkerMetrics } from '../metrics/metrics.js';
 import {
   classifyHop,
   classifyRecord,
+  type HopClass,
   hopPayload,
   rekeySubject,
   Streams,
@@ -400,23 +401,46 @@ export class PartitionRunner {
    * (a barrier, as a marker is: this worker's CONTROL follower must have applied it). A message
    * that is not its source's turn is handed on without one: the rules core drops it.
    */
-  private async hopRecord(r: LogRecord): Promise<void> {
+  private hopRecord(r: LogRecord): Promise<void> | undefined {
     const c = classifyHop(r.data);
     if (c.kind === 'dead') return this.dead(r, c.reason, c.message);
-    const st = this.state;
-    const d = st.down;
-    let ruleSet: RuleSet = st.ruleSet;
+    const d = this.state.down;
+    // Its turn: judged under the rule set it names. Usually at hand: no promise then.
     if (d !== undefined && d.isSource(c.src) && d.next[c.src] === c.n) {
-      const control = this.d.control;
       const cs = c.controlSeq;
-      if (cs > control.seq && cs > (await control.streamHead()))
-        return this.dead(
-          r,
-          'bad-forward',
-          `message names control sequence ${cs}, which CONTROL does not hold; REKEY is written by Vigil only`,
-        );
-      await control.waitFor(cs);
-      const held = control.ruleSetAt(cs);
+      if (cs > this.d.control.seq) return this.hopAfterControl(r, c, cs);
+      return this.hopJudged(r, c, cs);
+    }
+    // Not its turn (or no source): the rules core drops it without a rule set.
+    return this.hopJudged(r, c, undefined);
+  }
+
+  /** A message naming a control sequence this worker has not applied yet: a barrier, as a marker is. */
+  private async hopAfterControl(
+    r: LogRecord,
+    c: Exclude<HopClass, { kind: 'dead' }>,
+    cs: number,
+  ): Promise<void> {
+    const control = this.d.control;
+    if (cs > (await control.streamHead()))
+      return this.dead(
+        r,
+        'bad-forward',
+        `message names control sequence ${cs}, which CONTROL does not hold; REKEY is written by Vigil only`,
+      );
+    await control.waitFor(cs);
+    return this.hopJudged(r, c, cs);
+  }
+
+  private hopJudged(
+    r: LogRecord,
+    c: Exclude<HopClass, { kind: 'dead' }>,
+    cs: number | undefined,
+  ): Promise<void> | undefined {
+    const st = this.state;
+    let ruleSet: RuleSet = st.ruleSet;
+    if (cs !== undefined) {
+      const held = this.d.control.ruleSetAt(cs);
       if (held === undefined)
         return this.dead(
           r,

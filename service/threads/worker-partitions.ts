@@ -10,7 +10,7 @@ import {
 } from '../checkpoint/checkpointer.js';
 import { openPartition, type RestoredPartition } from '../ingest/partition-open.js';
 import { rekeyLog } from '../ingest/partition-consumer.js';
-import { HopSender } from '../output/hop-sender.js';
+import { HopSender, inboxTransport, type HopTransport } from '../output/hop-sender.js';
 import { partitionKeyFields, partitionOf } from '../../protocol/index.js';
 import type { RekeyOptions } from '../../rules/index.js';
 import type { WorkerMetrics } from '../metrics/metrics.js';
@@ -237,7 +237,7 @@ export class WorkerPartitions {
     const sender =
       this.rekey === undefined
         ? undefined
-        : new HopSender(d.nats.js, o.maxInFlightPublishes, (subject, err) =>
+        : new HopSender(this.transport(), o.maxInFlightPublishes, (subject, err) =>
             log(
               'warn',
               `partition ${p}: publish to ${subject} failed, sending again from it: ${(err as Error).message}`,
@@ -291,6 +291,12 @@ export class WorkerPartitions {
       consumerMs,
       keys: restored?.timings.keys ?? 0,
     });
+  }
+
+  /** The worker's one transport of the hop's publishes (one inbox for all its partitions' acknowledgements). */
+  private hopTransport: (HopTransport & { close(): void }) | undefined;
+  private transport(): HopTransport {
+    return (this.hopTransport ??= inboxTransport(this.d.nats.nc));
   }
 
   /** A write was refused because a newer owner holds the lease: stop now, without a checkpoint. */

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_OPTIONS, ensureStreams } from '../../service/index.js';
-import { Streams, alertSubject } from '../../protocol/index.js';
+import { Streams, alertSubject, rekeySubject } from '../../protocol/index.js';
 import { Publisher } from '../../service/output/publisher.js';
+import { HopSender, inboxTransport } from '../../service/output/hop-sender.js';
 import { startTestServers, type TestServers } from './servers.js';
 
 // The publisher holds publishes to the next turn of the event loop, so that the alerts of many
@@ -59,3 +60,32 @@ describe('Publisher', () => {
     expect(after.state.subjects?.[subjectOf(2)]).toBe(3);
   });
 });
+
+describe('HopSender on the inbox transport', () => {
+  it('stores what it sends in order, answers each publish, and fails one no stream takes', async () => {
+    const transport = inboxTransport(servers.nc, 500);
+    const sender = new HopSender(transport, 50);
+    for (let i = 1; i <= 300; i++) await sender.send(rekeySubject('card', i % 2), enc(String(i)));
+    await sender.settled();
+    expect(sender.pending).toBe(0);
+    const info = await servers.jsm.streams.info(Streams.rekey);
+    expect(info.state.messages).toBe(300);
+    const got: number[] = [];
+    const consumer = await servers.js.consumers.get(Streams.rekey);
+    const it = await consumer.consume();
+    for await (const m of it) {
+      got.push(Number(m.string()));
+      if (m.info.pending === 0) break;
+    }
+    await it.close();
+    expect(got).toEqual(Array.from({ length: 300 }, (_, i) => i + 1));
+    // No stream stores `nostream.x`: the answer (no responders, or none in time) is a failure.
+    const err = await new Promise<Error | undefined>((resolve) =>
+      transport.send('nostream.x', enc('1'), resolve),
+    );
+    expect(err).toBeInstanceOf(Error);
+    transport.close();
+  });
+});
+
+const enc = (s: string): Uint8Array => new TextEncoder().encode(s);

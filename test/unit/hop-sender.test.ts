@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { HopSender } from '../../service/output/hop-sender.js';
+import { HopSender, type HopTransport } from '../../service/output/hop-sender.js';
 
 /**
  * A stream that stores publishes in the order they reach it, and a script of failures: a
@@ -9,22 +9,16 @@ import { HopSender } from '../../service/output/hop-sender.js';
 function flakyStream(fails: Map<number, 'lost' | 'no-ack'>) {
   const stored: { subject: string; n: number }[] = [];
   let call = 0;
-  const js = {
-    publish(subject: string, data: Uint8Array | string): Promise<never> {
+  const transport: HopTransport = {
+    send(subject, data, done) {
       const i = call++;
       const fail = fails.get(i);
-      if (fail !== 'lost')
-        stored.push({ subject, n: Number(new TextDecoder().decode(data as Uint8Array)) });
+      if (fail !== 'lost') stored.push({ subject, n: Number(new TextDecoder().decode(data)) });
       // Answers come back after a while, in any order.
-      return new Promise((resolve, reject) =>
-        setTimeout(
-          () => (fail === undefined ? resolve({} as never) : reject(new Error(fail))),
-          (i * 7) % 5,
-        ),
-      );
+      setTimeout(() => done(fail === undefined ? undefined : new Error(fail)), (i * 7) % 5);
     },
   };
-  return { js, stored };
+  return { transport, stored };
 }
 
 /** What a downstream takes of a subject's messages: n only after n − 1. */
@@ -46,8 +40,8 @@ describe('HopSender', () => {
         }),
         fc.integer({ min: 1, max: 8 }),
         async (count, failures, maxInFlight) => {
-          const { js, stored } = flakyStream(new Map(failures));
-          const sender = new HopSender(js, maxInFlight);
+          const { transport, stored } = flakyStream(new Map(failures));
+          const sender = new HopSender(transport, maxInFlight);
           const counts = [0, 0];
           for (let i = 0; i < count; i++) {
             const s = i % 2;
@@ -68,11 +62,8 @@ describe('HopSender', () => {
 
   it('holds the sender back at maxInFlight unacknowledged', async () => {
     const answers: (() => void)[] = [];
-    const js = {
-      publish: (): Promise<never> =>
-        new Promise((resolve) => answers.push(() => resolve({} as never))),
-    };
-    const sender = new HopSender(js, 2);
+    const transport: HopTransport = { send: (_s, _d, done) => void answers.push(() => done()) };
+    const sender = new HopSender(transport, 2);
     expect(sender.send('a', enc(1))).toBeUndefined();
     expect(sender.send('a', enc(2))).toBeUndefined();
     const wait = sender.send('a', enc(3));
