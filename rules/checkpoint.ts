@@ -120,7 +120,7 @@ export function checkpointParts(st: PartitionState, full = false): CheckpointPar
   let chunk = '';
   let latest = -Infinity;
   for (const b of st.buffer.unordered())
-    if ((b.pos ?? b.seq) > bufferedAfter) {
+    if (b.pos > bufferedAfter) {
       chunk += (chunk === '' ? '[' : ',') + bufferedText(b, false);
       if (b.ts > latest) latest = b.ts;
     }

@@ -12,11 +12,10 @@ import {
   type PartitionState,
   type PartitionRecord,
   type ProcessResult,
-  type Buffered,
 } from './partition-state.js';
 import type { Host } from './partition-host.js';
 import { release } from './release.js';
-import { tag } from './lineage-use.js';
+import { bufferEvent } from './lineage-use.js';
 
 /**
  * The partition's sources, when a message from one is taken: one naming no source is refused,
@@ -72,26 +71,11 @@ function judgeForward(
   // The source judged it in time; only a forged record (or a source's bad watermark) is late here.
   const parsed = parseInTime(st, rec.seq, rec.data, rec.publishTs, out);
   if (parsed === undefined) return;
-  const { event, ts, id, hostile } = parsed;
   const rs = rec.ruleSet;
-  const hits = bufferedHits(rs, event, rec.key, hostile, (rule) =>
+  const hits = bufferedHits(rs, parsed.event, rec.key, parsed.hostile, (rule) =>
     buffersHits(rule, d.space, undefined),
   );
-  if (hits.length === 0) return;
-  const b: Buffered = {
-    ts,
-    seq: rec.srcSeq,
-    pos: rec.seq,
-    id,
-    key: parsed.text !== undefined ? rec.key : undefined,
-    event,
-    text: parsed.text,
-    hostile,
-    ruleSet: rs,
-    hits,
-  };
-  st.buffer.push(b);
-  tag(st, b);
+  if (hits.length > 0) bufferEvent(st, parsed, rec.srcSeq, rec.seq, rec.key, rs, hits);
 }
 
 /** Takes a source's report: its watermark, and the change it applied with its horizon there. */

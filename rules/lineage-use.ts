@@ -6,6 +6,8 @@
 import type { CompiledRule } from './compile-rule.js';
 import type { RuleSet } from './rule-set.js';
 import type { PartitionState, Buffered } from './partition-state.js';
+import type { ParseEventResult } from './event.js';
+import type { Hits } from './verdict.js';
 import { dropLineage } from './keyed-access.js';
 
 /** Counts a buffered event's rule set as in use, and its lineages when that is not the current rule set (see `hitCounts`). */
@@ -103,4 +105,34 @@ export function releasedHold(st: PartitionState, sid: string): boolean {
   if (d === undefined) return false;
   for (const rs of d.released.values()) if (rs.stateIds.has(sid)) return true;
   return false;
+}
+
+/**
+ * Puts an event in the reorder buffer with the hits it waits for, judged under `ruleSet`; `pos` is
+ * the record's position in the partition's own log. Recomputing its hits at restore needs an exact
+ * copy of the event: the text it was parsed from (an object payload keeps its hits instead).
+ */
+export function bufferEvent(
+  st: PartitionState,
+  parsed: Extract<ParseEventResult, { ok: true }>,
+  seq: number,
+  pos: number,
+  key: string,
+  ruleSet: RuleSet,
+  hits: Hits,
+): void {
+  const b: Buffered = {
+    ts: parsed.ts,
+    seq,
+    pos,
+    id: parsed.id,
+    key: parsed.text !== undefined ? key : undefined,
+    event: parsed.event,
+    text: parsed.text,
+    hostile: parsed.hostile,
+    ruleSet,
+    hits,
+  };
+  st.buffer.push(b);
+  tag(st, b);
 }

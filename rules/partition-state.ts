@@ -143,8 +143,8 @@ export interface Buffered {
   readonly ts: number;
   /** The event's position in its partition's log (downstream: in its source's), which orders events of one time and names them in alerts. */
   readonly seq: number;
-  /** Downstream: the position of the forwarded record in the partition's own log, which checkpoints go by. */
-  readonly pos?: number;
+  /** The position of the record in the partition's own log (downstream: the forwarded record's; else `seq`), which checkpoints go by. */
+  readonly pos: number;
   readonly id: string | undefined;
   /**
    * The record's key (its subject's), which rules without a `key` field judge the event under:

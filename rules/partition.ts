@@ -16,13 +16,12 @@ import {
   type PartitionState,
   type PartitionRecord,
   type ProcessResult,
-  type Buffered,
 } from './partition-state.js';
 import { loadState, saveState } from './keyed-access.js';
 import { hostFor, type Host } from './partition-host.js';
 import { onForward, onReport, sourceHorizon } from './downstream-records.js';
 import { release, applyRuleSet } from './release.js';
-import { tag } from './lineage-use.js';
+import { bufferEvent } from './lineage-use.js';
 
 /** Judges an event under the rule set in force at its log position; stateful rules see it later, in event-time order. */
 function onEvent(
@@ -99,21 +98,7 @@ function onEvent(
   }
   if (hits !== undefined) {
     hits.trim();
-    const b: Buffered = {
-      ts,
-      seq: rec.seq,
-      id,
-      // Recomputing its hits at restore needs an exact copy of the event: the text it was
-      // parsed from. An object payload keeps its hits.
-      key: parsed.text !== undefined ? rec.key : undefined,
-      event,
-      text: parsed.text,
-      hostile,
-      ruleSet: rs,
-      hits,
-    };
-    st.buffer.push(b);
-    tag(st, b);
+    bufferEvent(st, parsed, rec.seq, rec.seq, rec.key, rs, hits);
   }
   if (ts > st.maxEventTs) st.maxEventTs = ts;
   // Event time moves no further than the log's own clock: an event whose `ts` runs ahead of the

@@ -119,7 +119,7 @@ export function bufferedText(b: Buffered, canonical: boolean): string {
     b.ruleSet.controlSeq +
     ',' +
     JSON.stringify(keyOrHits) +
-    (b.pos === undefined ? ']' : ',' + b.pos + ']')
+    (b.pos === b.seq ? ']' : ',' + b.pos + ']')
   );
 }
 
@@ -270,7 +270,7 @@ export function restoreMeta(
     const b: Buffered = {
       ts,
       seq,
-      ...(pos === undefined ? {} : { pos }),
+      pos: pos ?? seq,
       id: id ?? undefined,
       key,
       event,

@@ -21,6 +21,7 @@ import type { PartitionQueue } from './partition-queue.js';
 import { PartitionRunner, partitionLabel, type PartitionRunnerDeps } from './partition-runner.js';
 import type { WorkerControl } from './worker-control.js';
 import type { FromWorker, PartitionGrant, PartitionStopReason } from './worker-protocol.js';
+import type { EventSource } from '../ingest/event-source.js';
 
 /** A partition this worker runs (or is starting). */
 interface Owned {
@@ -245,16 +246,8 @@ export class WorkerPartitions {
           );
     own.sender = sender;
     const runner = new PartitionRunner({
-      partition: p,
-      partitions: o.partitions,
+      ...this.runnerDeps(p, source),
       outOfOrderMs: o.outOfOrderMs,
-      limits: o.limits,
-      source,
-      control: control.follower,
-      alerts: d.alerts,
-      deadLetters: d.deadLetters,
-      metrics,
-      onRuleError: d.onRuleError,
       onApplied: (partition, seq, activationMs) => {
         control.appliedAt(String(partition), seq);
         d.post({ op: 'applied', partition, controlSeq: seq, activationMs });
@@ -317,7 +310,7 @@ export class WorkerPartitions {
    */
   private async startDownstream(own: Owned, space: string): Promise<void> {
     const { d } = this;
-    const { control, metrics, log } = d;
+    const { control, log } = d;
     const o = d.options;
     const p = own.partition;
     if (own.dropped || this.owned.get(p) !== own || own.downstreams.has(space)) return;
@@ -365,16 +358,8 @@ export class WorkerPartitions {
     control.started(label, restored?.state.ruleSet.controlSeq ?? 0);
     let checkpointer: Checkpointer | undefined;
     const runner = new PartitionRunner({
-      partition: p,
-      partitions: o.partitions,
+      ...this.runnerDeps(p, source),
       outOfOrderMs: 0,
-      limits: o.limits,
-      source,
-      control: control.follower,
-      alerts: d.alerts,
-      deadLetters: d.deadLetters,
-      metrics,
-      onRuleError: d.onRuleError,
       onApplied: (_, seq) => control.appliedAt(label, seq),
       initialState: restored?.state,
       admit: () => checkpointer?.admit(),
@@ -394,6 +379,25 @@ export class WorkerPartitions {
         'info',
         `partition ${p} of key space ${space} restored at offset ${restored.offset}: ${restored.timings.keys} keys`,
       );
+  }
+
+  /** What every partition runner here is given (of the event log or a key space's). */
+  private runnerDeps(
+    partition: number,
+    source: EventSource,
+  ): Omit<PartitionRunnerDeps, 'outOfOrderMs' | 'onApplied'> {
+    const { d } = this;
+    return {
+      partition,
+      partitions: d.options.partitions,
+      limits: d.options.limits,
+      source,
+      control: d.control.follower,
+      alerts: d.alerts,
+      deadLetters: d.deadLetters,
+      metrics: d.metrics,
+      onRuleError: d.onRuleError,
+    };
   }
 
   /** The checkpointer of a partition (of the event log or a key space's) run under `own`'s lease. */
