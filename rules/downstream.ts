@@ -140,6 +140,15 @@ export class Downstream {
     for (const c of this.released.keys()) if (c <= controlSeq) this.released.delete(c);
   }
 
+  /** The rule sets it holds besides the one in force (a checkpoint's store must hold them). */
+  ruleSets(): RuleSet[] {
+    return [
+      ...this.pending.flatMap((list) => list.map((r) => r.ruleSet)),
+      ...this.ready.map((c) => c.ruleSet),
+      ...this.released.values(),
+    ];
+  }
+
   /** For a checkpoint's meta. */
   toJSON(): DownstreamJSON {
     return {

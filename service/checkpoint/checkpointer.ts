@@ -130,6 +130,8 @@ export class Checkpointer {
       this.atBoundary(() => {
         ruleSets.set(st.ruleSet.controlSeq, st.ruleSet);
         for (const rs of st.tags.keys()) ruleSets.set(rs.controlSeq, rs);
+        // A key space's partition: those its sources reported and its released events carried.
+        for (const rs of st.down?.ruleSets() ?? []) ruleSets.set(rs.controlSeq, rs);
         resolve([checkpointParts(st, full), this.o.settled()]);
       }),
     );

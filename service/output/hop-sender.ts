@@ -201,7 +201,8 @@ function ackError(m: Msg): Error | undefined {
       seq?: unknown;
       error?: { description?: string };
     };
-    if (typeof a.seq === 'number') return undefined;
+    // A refusal carries `seq: 0` beside its `error`.
+    if (a.error === undefined && typeof a.seq === 'number' && a.seq > 0) return undefined;
     return new Error(`JetStream refused the message: ${a.error?.description ?? 'no sequence'}`);
   } catch {
     return new Error('JetStream answered the publish with something that is not JSON');

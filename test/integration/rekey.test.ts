@@ -1,3 +1,5 @@
+import { DiscardPolicy } from '@nats-io/jetstream';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Alert } from '../../rules/index.js';
 import type { RunningService } from '../../service/index.js';
@@ -38,7 +40,7 @@ async function alerts(rule: string): Promise<Alert[]> {
 const payers = Array.from({ length: 4 * P }, (_, i) => `payer${i}`);
 
 beforeAll(async () => {
-  servers = await startTestServers({ partitions: P });
+  servers = await startTestServers({ partitions: P, redis: true });
   ({ service } = await startTestService(servers, {
     partitions: P,
     workers: 2,
@@ -47,6 +49,7 @@ beforeAll(async () => {
     rekey: 'on',
     partitionKey: 'payer',
     rekeyReportMs: 50,
+    checkpointIntervalMs: 200,
   }));
   await control({
     op: 'replace-all',
@@ -124,5 +127,73 @@ describe('re-keying hop (real nats-server)', () => {
     expect(metricSum(text, 'vigil_hop_sent_total')).toBeGreaterThanOrEqual(12);
     // Nothing went to the dead letters.
     expect(await readStream(servers, 'DLQ')).toEqual([]);
+  });
+
+  it('refuses messages in REKEY that no partition of Vigil sent, and goes on', async () => {
+    const before = (await readStream(servers, 'DLQ')).length;
+    await servers.js.publish('rekey.beneficiary.0', '{"type":"payment"}');
+    await servers.js.publish('rekey.beneficiary.0', 'R 99 1 1 5 5');
+    let reasons: string[] = [];
+    await eventually(
+      async () => {
+        reasons = (await readStream(servers, 'DLQ'))
+          .slice(before)
+          .map((m) => m.headers['Vigil-Reason'] ?? '');
+        return reasons.length >= 2;
+      },
+      20_000,
+      'two dead letters',
+    );
+    expect(reasons).toEqual(['bad-forward', 'bad-forward']);
+  });
+
+  it("holds a partition's checkpoint while REKEY refuses what it sends, and loses nothing when it takes them again", async () => {
+    const redis = new Redis(servers.redis?.url as string);
+    try {
+      const info = await servers.jsm.streams.info('REKEY');
+      // REKEY full, refusing new messages: every forward and report fails until it takes them.
+      await servers.jsm.streams.update('REKEY', {
+        ...info.config,
+        max_msgs: info.state.messages,
+        discard: DiscardPolicy.New,
+      });
+      const t0 = Date.now();
+      const seqs = new Map<number, number>();
+      for (const [i, payer] of payers.slice(0, 8).entries()) {
+        const ack = await servers.js.publish(
+          `events.${payer}`,
+          JSON.stringify({ type: 'payment', payer, beneficiary: 'b2', ts: t0 + i }),
+        );
+        const p = partitionOf(payer, P);
+        seqs.set(p, Math.max(seqs.get(p) ?? 0, ack.seq));
+      }
+      // Several checkpoint intervals: a partition's checkpoint stays before the payments it could not send on.
+      await new Promise((r) => setTimeout(r, 1500));
+      for (const [p, seq] of seqs) {
+        const offset = Number((await redis.hget(`vigil:p:${p}`, 'offset')) ?? 0);
+        expect(offset, `partition ${p}`).toBeLessThan(seq);
+      }
+      expect((await alerts('mule')).filter((a) => a.key === 'b2')).toEqual([]);
+      await servers.jsm.streams.update('REKEY', {
+        ...info.config,
+        max_msgs: -1,
+        discard: DiscardPolicy.Old,
+      });
+      let b2: Alert[] = [];
+      await eventually(
+        async () => (b2 = (await alerts('mule')).filter((a) => a.key === 'b2')).length > 0,
+        20_000,
+        'the mule alert for b2',
+      );
+      expect(b2).toHaveLength(1);
+      for (const [p, seq] of seqs)
+        await eventually(
+          async () => Number((await redis.hget(`vigil:p:${p}`, 'offset')) ?? 0) >= seq,
+          10_000,
+          `partition ${p}'s checkpoint past its payments`,
+        );
+    } finally {
+      redis.disconnect();
+    }
   });
 });

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import {
   applyControl,
   checkpointParts,
+  checkpointRuleSets,
   createPartition,
   explainRule,
   SourceHop,
@@ -290,6 +291,14 @@ describe('re-keying hop', () => {
               );
               const b = runDownstream(space, d, replayed, picks, crash, (c) => BY_SEQ.get(c));
               expect(summary(b)).toBe(summary(a));
+              // A checkpoint names only rule sets the partition holds (the checkpointer saves those).
+              const held = new Set(
+                [b.state.ruleSet, ...(b.state.down?.ruleSets() ?? []), ...b.state.tags.keys()].map(
+                  (rs) => rs.controlSeq,
+                ),
+              );
+              for (const c of checkpointRuleSets(checkpointParts(b.state, true).meta))
+                expect(held.has(c), `rule set ${c}`).toBe(true);
               // No lineage outlives the rule sets in play: each change ends the old ones for good.
               const inPlay = [a.state.ruleSet, ...(a.state.down?.released.values() ?? [])];
               for (const sid of stateLineages(a.state))
