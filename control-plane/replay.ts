@@ -9,7 +9,12 @@ import {
   type RuleLimits,
   type RuleSet,
 } from '../rules/index.js';
-import { partitionOf, partitionRecord, type StoredMessage } from '../protocol/index.js';
+import {
+  downstreamRecord,
+  partitionOf,
+  partitionRecord,
+  type StoredMessage,
+} from '../protocol/index.js';
 
 /** One message of `EVENTS`, as a replay reads it. */
 export type ReplayMessage = StoredMessage;
@@ -109,30 +114,6 @@ export class Replay {
         ? rules.ruleSet
         : (rules.versions.get(x.controlSeq) ?? emptyRuleSet());
     const seq = ++d.seq;
-    return processRecord(
-      d.state,
-      x.kind === 'forward'
-        ? {
-            kind: 'forward',
-            seq,
-            src,
-            n: x.n,
-            srcSeq: x.srcSeq,
-            ruleSet,
-            watermark: x.watermark,
-            key: x.key,
-            data: x.text,
-            publishTs: x.publishTs,
-          }
-        : {
-            kind: 'report',
-            seq,
-            src,
-            n: x.n,
-            ruleSet,
-            watermark: x.watermark,
-            horizon: x.horizon,
-          },
-    ).alerts;
+    return processRecord(d.state, downstreamRecord(src, x, seq, ruleSet)).alerts;
   }
 }

@@ -1,4 +1,4 @@
-import type { HopMessage } from '../rules/index.js';
+import type { HopMessage, PartitionRecord, RuleSet } from '../rules/index.js';
 
 /**
  * The re-keying hop on the wire: a source partition sends key space `space`'s partition `p` its
@@ -127,4 +127,39 @@ export function classifyHop(data: Uint8Array): HopClass {
     };
   }
   return dead('not a forwarded event ("F …") or a source report ("R …")');
+}
+
+/**
+ * What a key space's partition reads for a message from source partition `src` (as sent, or as
+ * read off `REKEY`): the rules core's record at position `seq` of its log, judged under `ruleSet`
+ * (the rule set of the message's control sequence).
+ */
+export function downstreamRecord(
+  src: number,
+  m: HopMessage | Exclude<HopClass, { kind: 'dead' }>,
+  seq: number,
+  ruleSet: RuleSet,
+): Extract<PartitionRecord, { kind: 'forward' | 'report' }> {
+  return m.kind === 'forward'
+    ? {
+        kind: 'forward',
+        seq,
+        src,
+        n: m.n,
+        srcSeq: m.srcSeq,
+        ruleSet,
+        watermark: m.watermark,
+        key: m.key,
+        data: m.text,
+        publishTs: m.publishTs,
+      }
+    : {
+        kind: 'report',
+        seq,
+        src,
+        n: m.n,
+        ruleSet,
+        watermark: m.watermark,
+        horizon: m.horizon,
+      };
 }

@@ -7,6 +7,7 @@
 export { foldControl, foldVersions } from './fold-control.js';
 export {
   classifyHop,
+  downstreamRecord,
   hopPayload,
   REKEY_SUBJECTS,
   rekeySubject,

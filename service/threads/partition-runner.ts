@@ -18,6 +18,7 @@ import type { WorkerMetrics } from '../metrics/metrics.js';
 import {
   classifyHop,
   classifyRecord,
+  downstreamRecord,
   type HopClass,
   hopPayload,
   rekeySubject,
@@ -449,31 +450,7 @@ export class PartitionRunner {
         );
       ruleSet = held;
     }
-    const out = processRecord(
-      st,
-      c.kind === 'forward'
-        ? {
-            kind: 'forward',
-            seq: r.seq,
-            src: c.src,
-            n: c.n,
-            srcSeq: c.srcSeq,
-            ruleSet,
-            watermark: c.watermark,
-            key: c.key,
-            data: c.text,
-            publishTs: c.publishTs,
-          }
-        : {
-            kind: 'report',
-            seq: r.seq,
-            src: c.src,
-            n: c.n,
-            ruleSet,
-            watermark: c.watermark,
-            horizon: c.horizon,
-          },
-    );
+    const out = processRecord(st, downstreamRecord(c.src, c, r.seq, ruleSet));
     const metrics = this.d.metrics;
     metrics.events.inc({ partition: this.p, outcome: out.skipped ?? c.kind });
     if (c.kind === 'forward' && out.skipped === undefined && out.invalid.length === 0)

@@ -156,7 +156,10 @@ describe('back-test', () => {
     );
     // Every event the candidate flags but the rules in force did not is one with 50 < amount <= 150.
     expect(diff.onlyCandidate.length).toBeGreaterThan(0);
-    for (const a of diff.onlyCandidate as Alert[]) expect(a.ruleId).toBe('big');
+    // (The candidate holds `merchant` from the first record on; the rules in force got it at its
+    // marker, which some partitions met after their first events: its alerts may differ too.)
+    for (const a of diff.onlyCandidate as Alert[])
+      if (a.ruleId !== 'merchant') expect(a.ruleId).toBe('big');
     expect((diff.onlyCurrent as Alert[]).every((a) => a.ruleId === 'burst')).toBe(true);
     const bad = await api('POST', '/backtest', {
       token: W,

@@ -6,7 +6,12 @@ import {
   type PartitionRecord,
   type RuleSet,
 } from '../../rules/index.js';
-import { foldVersions, partitionOf, partitionRecord } from '../../protocol/index.js';
+import {
+  downstreamRecord,
+  foldVersions,
+  partitionOf,
+  partitionRecord,
+} from '../../protocol/index.js';
 import type { RunningService } from '../../service/index.js';
 import { eventually, readStream, type TestServers } from './servers.js';
 
@@ -70,26 +75,8 @@ export async function referenceAlertIds(
         );
       const src = r.partition;
       q[x.partition]?.[src]?.push(
-        x.kind === 'forward'
-          ? {
-              kind: 'forward',
-              src,
-              n: x.n,
-              srcSeq: x.srcSeq,
-              ruleSet: ruleSet(x.controlSeq),
-              watermark: x.watermark,
-              key: x.key,
-              data: x.text,
-              publishTs: x.publishTs,
-            }
-          : {
-              kind: 'report',
-              src,
-              n: x.n,
-              ruleSet: ruleSet(x.controlSeq),
-              watermark: x.watermark,
-              horizon: x.horizon,
-            },
+        // Its position is given when its partition reads it.
+        downstreamRecord(src, x, 0, ruleSet(x.controlSeq)),
       );
     }
   }

@@ -108,9 +108,17 @@ describe('re-keying hop (real nats-server)', () => {
     let mule: Alert[] = [];
     await eventually(
       async () => (mule = await alerts('mule')).length > 0,
-      20_000,
+      30_000,
       'the mule alert',
-    );
+    ).catch(async (e: Error) => {
+      // What each side of the hop had done, to tell a stalled source from a stalled key space.
+      const lines = (await (await fetch(`${service.url}/metrics`)).text())
+        .split('\n')
+        .filter((l) =>
+          /^vigil_(events_total|hop_sent_total|partition_offset|watermark_lag_seconds)\{/.test(l),
+        );
+      throw new Error(`${e.message}\n${lines.join('\n')}`);
+    });
     expect(mule).toHaveLength(1);
     expect(mule[0]?.key).toBe('b1');
     expect(mule[0]?.title).toBe('many payers to b1');

@@ -10,7 +10,7 @@ import {
   type ProcessResult,
   type RuleSet,
 } from '../../rules/index.js';
-import { partitionOf } from '../../protocol/index.js';
+import { downstreamRecord, partitionOf } from '../../protocol/index.js';
 import { memoryStore, writeParts } from './harness.js';
 
 /** A record a source sends downstream, before the downstream log gives it a position. */
@@ -94,26 +94,8 @@ export function runSources(
         const ruleSet = at(m.controlSeq);
         if (ruleSet === undefined) throw new Error(`no rule set ${m.controlSeq}`);
         queue(m.space, m.partition, src).push(
-          m.kind === 'forward'
-            ? {
-                kind: 'forward',
-                src,
-                n: m.n,
-                srcSeq: m.srcSeq,
-                ruleSet,
-                watermark: m.watermark,
-                key: m.key,
-                data: m.text,
-                publishTs: m.publishTs,
-              }
-            : {
-                kind: 'report',
-                src,
-                n: m.n,
-                ruleSet,
-                watermark: m.watermark,
-                horizon: m.horizon,
-              },
+          // Its position is given when its partition reads it.
+          downstreamRecord(src, m, 0, ruleSet),
         );
       }
       if (opts.crash !== undefined && (i + 1) % opts.crash.every === 0)
