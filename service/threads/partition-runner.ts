@@ -455,7 +455,11 @@ export class PartitionRunner {
     metrics.events.inc({ partition: this.p, outcome: out.skipped ?? c.kind });
     if (c.kind === 'forward' && out.skipped === undefined && out.invalid.length === 0)
       this.judgedSinceFlush++;
-    if (out.applied !== undefined) metrics.controlApplied.set({ partition: this.p }, out.applied);
+    if (out.applied !== undefined) {
+      metrics.controlApplied.set({ partition: this.p }, out.applied);
+      // The worker keeps rule sets from the oldest in force: this one's moved on.
+      this.d.onApplied(this.d.partition, out.applied, undefined);
+    }
     return this.emit(r, out);
   }
 
