@@ -2,12 +2,9 @@ import {
   createDownstream,
   createPartition,
   ExpiryReason,
-  lateMessage,
   emptyRuleSet,
   processRecord,
-  type HopMessage,
   type PartitionState,
-  type ProcessResult,
   type RekeyOptions,
   type RuleLimits,
   type RuleSet,
@@ -20,12 +17,11 @@ import {
   classifyRecord,
   downstreamRecord,
   type HopClass,
-  hopPayload,
-  rekeySubject,
   Streams,
 } from '../../protocol/index.js';
 import type { HopSender } from '../output/hop-sender.js';
 import type { AlertSink, DeadLetterSink } from '../output/sinks.js';
+import { RecordOutputs } from './record-outputs.js';
 
 export interface PartitionRunnerDeps {
   readonly partition: number;
@@ -64,8 +60,6 @@ export interface PartitionRunnerDeps {
   readonly admit?: () => Promise<void> | undefined;
 }
 
-const encoder = new TextEncoder();
-
 /**
  * Runs one partition: reads its log, feeds every record to the rules core, and sends alerts and
  * dead letters on. An epoch marker is a barrier: the partition waits until this worker has read
@@ -79,6 +73,8 @@ export class PartitionRunner {
   private readonly p: string;
   /** The stream it reads. */
   private readonly stream: string;
+  /** Where what each record produced goes. */
+  private readonly outputs: RecordOutputs;
 
   // Label children resolved once: the hot path increments them per record.
   private readonly judged;
@@ -115,6 +111,17 @@ export class PartitionRunner {
     this.newestEventTs = this.state.maxTs;
     this.p = partitionLabel(d.partition, d.downstream?.space);
     this.stream = d.downstream === undefined ? Streams.events : Streams.rekey;
+    this.outputs = new RecordOutputs({
+      partition: d.partition,
+      label: this.p,
+      stream: this.stream,
+      alerts: d.alerts,
+      deadLetters: d.deadLetters,
+      metrics: d.metrics,
+      onRuleError: d.onRuleError,
+      ruleSet: () => this.state.ruleSet,
+      ...(d.hop === undefined ? {} : { hop: { sender: d.hop.sender } }),
+    });
     this.judged = d.metrics.events.labels({ partition: this.p, outcome: 'judged' });
     this.lag = d.metrics.lag.labels({ partition: this.p });
     this.offset = d.metrics.offset.labels({ partition: this.p });
@@ -132,14 +139,14 @@ export class PartitionRunner {
   start(): void {
     const flusher = setInterval(() => {
       this.flushMetrics();
-      this.flushMatches();
+      this.outputs.flushMatches();
       this.flushState();
     }, 200);
     flusher.unref();
     this.done = this.run().finally(() => {
       clearInterval(flusher);
       this.flushMetrics();
-      this.flushMatches();
+      this.outputs.flushMatches();
       this.flushState();
     });
   }
@@ -257,12 +264,6 @@ export class PartitionRunner {
   }
 
   private judgedSinceFlush = 0;
-  /**
-   * Matches per rule since the last flush: an event of a busy type matches dozens of rules. A
-   * count is a box, so a match is one lookup, not a lookup and a store; a box left at 0 by a
-   * whole flush interval is dropped, so rules long gone do not stay.
-   */
-  private readonly matches = new Map<string, { n: number }>();
   private last: LogRecord | undefined;
   private flushed: LogRecord | undefined;
 
@@ -294,34 +295,6 @@ export class PartitionRunner {
     }
   }
 
-  private flushMatches(): void {
-    const counter = this.d.metrics.ruleMatches;
-    this.matches.forEach((c, rule, map) => {
-      if (c.n === 0) map.delete(rule);
-      else {
-        counter.inc({ rule }, c.n);
-        c.n = 0;
-      }
-    });
-  }
-
-  private dead(
-    r: LogRecord,
-    reason: string,
-    message: string,
-    ruleId?: string,
-  ): Promise<void> | undefined {
-    this.d.metrics.events.inc({ partition: this.p, outcome: reason });
-    return this.d.deadLetters.publish({
-      reason,
-      data: r.data,
-      message,
-      source: { stream: this.stream, subject: r.subject, seq: r.seq },
-      ...(ruleId === undefined ? {} : { ruleId }),
-      id: `dlq-${r.seq}-${reason}${ruleId === undefined ? '' : `-${ruleId}`}`,
-    });
-  }
-
   private handle(r: LogRecord): Promise<void> | undefined {
     if (this.d.downstream !== undefined) return this.hopRecord(r);
     const c = classifyRecord(r.subject, r.data, this.d.partition, this.d.partitions);
@@ -337,13 +310,13 @@ export class PartitionRunner {
         });
         if (out.invalid.length === 0)
           this.d.metrics.events.inc({ partition: this.p, outcome: 'tick' });
-        return this.emit(r, out);
+        return this.outputs.emit(r, out);
       }
       case 'probe':
         this.d.metrics.events.inc({ partition: this.p, outcome: 'probe' });
         return undefined;
       case 'dead':
-        return this.dead(r, c.reason, c.message);
+        return this.outputs.dead(r, c.reason, c.message);
       case 'event':
         break;
     }
@@ -361,7 +334,7 @@ export class PartitionRunner {
     }
     this.d.metrics.processing.observe(Math.max(0, Date.now() - r.storedAt) / 1000);
     if (result.invalid.length === 0 && result.late.length === 0) this.judgedSinceFlush++;
-    return this.emit(r, result);
+    return this.outputs.emit(r, result);
   }
 
   private async marker(r: LogRecord, c: number): Promise<void> {
@@ -372,7 +345,7 @@ export class PartitionRunner {
     const control = this.d.control;
     // A marker may only name a message CONTROL holds: otherwise it is forged, and waiting for it would stall the partition.
     if (c > control.seq && c > (await control.streamHead())) {
-      return this.dead(
+      return this.outputs.dead(
         r,
         'forged-marker',
         `marker names control sequence ${c}, which CONTROL does not hold; markers are written by Vigil only`,
@@ -381,7 +354,7 @@ export class PartitionRunner {
     await control.waitFor(c);
     const ruleSet = control.ruleSetAt(c);
     if (ruleSet === undefined)
-      return this.dead(
+      return this.outputs.dead(
         r,
         'bad-marker',
         `the rule set at control sequence ${c} is no longer held by this worker`,
@@ -394,7 +367,7 @@ export class PartitionRunner {
     if (activationMs !== undefined) this.d.metrics.activation.observe(activationMs / 1000);
     this.d.onApplied(this.d.partition, c, activationMs);
     // A source reports the change to the key spaces' partitions.
-    if (out.sent.length > 0) await this.sendHop(out.sent);
+    if (out.sent.length > 0) await this.outputs.sendHop(out.sent);
   }
 
   /**
@@ -404,7 +377,7 @@ export class PartitionRunner {
    */
   private hopRecord(r: LogRecord): Promise<void> | undefined {
     const c = classifyHop(r.data);
-    if (c.kind === 'dead') return this.dead(r, c.reason, c.message);
+    if (c.kind === 'dead') return this.outputs.dead(r, c.reason, c.message);
     const d = this.state.down;
     // Its turn: judged under the rule set it names. Usually at hand: no promise then.
     if (d !== undefined && d.isSource(c.src) && d.next[c.src] === c.n) {
@@ -424,7 +397,7 @@ export class PartitionRunner {
   ): Promise<void> {
     const control = this.d.control;
     if (cs > (await control.streamHead()))
-      return this.dead(
+      return this.outputs.dead(
         r,
         'bad-forward',
         `message names control sequence ${cs}, which CONTROL does not hold; REKEY is written by Vigil only`,
@@ -443,7 +416,7 @@ export class PartitionRunner {
     if (cs !== undefined) {
       const held = this.d.control.ruleSetAt(cs);
       if (held === undefined)
-        return this.dead(
+        return this.outputs.dead(
           r,
           'bad-forward',
           `the rule set at control sequence ${cs} is no longer held by this worker`,
@@ -460,121 +433,11 @@ export class PartitionRunner {
       // The worker keeps rule sets from the oldest in force: this one's moved on.
       this.d.onApplied(this.d.partition, out.applied, undefined);
     }
-    return this.emit(r, out);
-  }
-
-  /** Hands what a source sends downstream to the hop sender, in order. */
-  private sendHop(sent: readonly HopMessage[]): Promise<void> | undefined {
-    const hop = this.d.hop;
-    if (hop === undefined) return undefined;
-    let wait: Promise<void> | undefined;
-    for (let i = 0; i < sent.length; i++) {
-      const m = sent[i] as HopMessage;
-      wait =
-        hop.sender.send(rekeySubject(m.space, m.partition), hopPayload(this.d.partition, m)) ??
-        wait;
-    }
-    if (sent.length > 0) this.d.metrics.hopSent.inc({ partition: this.p }, sent.length);
-    return wait;
-  }
-
-  /** Counts what a record produced, and publishes it; nothing to publish (the usual case): no promise. */
-  private emit(r: LogRecord, out: ProcessResult): Promise<void> | undefined {
-    const sending = out.sent.length === 0 ? undefined : this.sendHop(out.sent);
-    const published = this.report(r, out);
-    if (sending === undefined) return published;
-    return published === undefined ? sending : Promise.all([sending, published]).then(() => {});
-  }
-
-  private report(r: LogRecord, out: ProcessResult): Promise<void> | undefined {
-    const metrics = this.d.metrics;
-    // Indexed loops: an empty list is the rules core's one frozen array, and `for…of` over a
-    // frozen array allocates an iterator and its results, per record, a visible share of what a
-    // worker allocated under load (sampling heap profiler).
-    const { matched, overflows, keyMissing } = out;
-    for (let i = 0; i < keyMissing.length; i++)
-      metrics.ruleKeyMissing.inc({ rule: keyMissing[i] as string });
-    for (let i = 0; i < matched.length; i++) {
-      const id = matched[i] as string;
-      const c = this.matches.get(id);
-      if (c === undefined) this.matches.set(id, { n: 1 });
-      else c.n++;
-    }
-    for (let i = 0; i < overflows.length; i++) {
-      const o = overflows[i] as ProcessResult['overflows'][number];
-      metrics.overflows.inc({ rule: o.ruleId, limit: o.limit }, o.dropped);
-    }
-    if (out.suppressed > 0) metrics.suppressed.inc(out.suppressed);
-    if (
-      out.alerts.length === 0 &&
-      out.late.length === 0 &&
-      out.invalid.length === 0 &&
-      out.errors.length === 0
-    )
-      return undefined;
-    return this.publish(r, out);
-  }
-
-  /**
-   * Hands a record's outputs to the sinks in order, without a promise while they take them at once
-   * (the usual case); when one asks to wait (backpressure), the rest follow once it has room.
-   */
-  private publish(r: LogRecord, out: ProcessResult): Promise<void> | undefined {
-    const metrics = this.d.metrics;
-    const steps: (() => Promise<void> | undefined)[] = [];
-    for (const a of out.alerts)
-      steps.push(() => {
-        metrics.alerts.inc({ rule: a.ruleId });
-        return this.d.alerts.publish(a);
-      });
-    for (const l of out.late)
-      steps.push(() => this.dead(r, 'late', lateMessage(l.ts, l.watermark)));
-    for (const i of out.invalid) steps.push(() => this.dead(r, i.reason, i.message));
-    for (const e of out.errors)
-      steps.push(() => {
-        metrics.ruleErrors.inc({ rule: e.ruleId });
-        const rule = this.state.ruleSet.rules.get(e.ruleId);
-        this.d.onRuleError(
-          e.ruleId,
-          rule?.version ?? 0,
-          this.state.ruleSet.controlSeq,
-          e.error.message,
-        );
-        // The event may have waited in the reorder buffer: it is not always the record just read.
-        const data = r.seq === e.seq ? r.data : encoder.encode(JSON.stringify(e.event));
-        return this.d.deadLetters.publish({
-          reason: 'rule-error',
-          data,
-          message: e.error.message,
-          source: {
-            stream: Streams.events,
-            subject: r.seq === e.seq ? r.subject : `events.*.${this.p}`,
-            seq: e.seq,
-          },
-          ruleId: e.ruleId,
-          id: `dlq-${e.seq}-rule-error-${e.ruleId}`,
-        });
-      });
-    return inOrder(steps, 0);
+    return this.outputs.emit(r, out);
   }
 }
 
 /** The `partition` label of a partition's metrics: `<p>`, or `<p>~<space>` for a key space's downstream partition. */
 export function partitionLabel(partition: number, space?: string): string {
   return space === undefined ? String(partition) : `${partition}~${space}`;
-}
-
-/** Runs `steps` from `i` on, waiting for each that returns a promise before the next. */
-function inOrder(
-  steps: readonly (() => Promise<void> | undefined)[],
-  i: number,
-): Promise<void> | undefined {
-  for (; i < steps.length; i++) {
-    const wait = (steps[i] as () => Promise<void> | undefined)();
-    if (wait !== undefined) {
-      const next = i + 1;
-      return wait.then(() => inOrder(steps, next));
-    }
-  }
-  return undefined;
 }
