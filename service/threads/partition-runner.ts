@@ -133,7 +133,10 @@ export class PartitionRunner {
     );
     // A restored partition may have nothing new to read: show where it stands from the start.
     this.offset.set(this.state.offset);
-    d.metrics.controlApplied.set({ partition: this.p }, this.state.ruleSet.controlSeq);
+    // A key space's partition judges each event under the rule set it was read under: what it
+    // has in force (when dropped lineages end) is not a rule version of its own to show.
+    if (d.downstream === undefined)
+      d.metrics.controlApplied.set({ partition: this.p }, this.state.ruleSet.controlSeq);
   }
 
   start(): void {
@@ -424,15 +427,10 @@ export class PartitionRunner {
       ruleSet = held;
     }
     const out = processRecord(st, downstreamRecord(c.src, c, r.seq, ruleSet));
-    const metrics = this.d.metrics;
-    metrics.events.inc({ partition: this.p, outcome: out.skipped ?? c.kind });
-    if (c.kind === 'forward' && out.skipped === undefined && out.invalid.length === 0)
-      this.judgedSinceFlush++;
-    if (out.applied !== undefined) {
-      metrics.controlApplied.set({ partition: this.p }, out.applied);
-      // The worker keeps rule sets from the oldest in force: this one's moved on.
-      this.d.onApplied(this.d.partition, out.applied, undefined);
-    }
+    // Each record counts once: a forwarded event was counted `judged` where it was read.
+    this.d.metrics.events.inc({ partition: this.p, outcome: out.skipped ?? c.kind });
+    // The worker keeps rule sets from the oldest in force: this one's moved on.
+    if (out.applied !== undefined) this.d.onApplied(this.d.partition, out.applied, undefined);
     return this.outputs.emit(r, out);
   }
 }
