@@ -251,10 +251,7 @@ export function explainRule(
       ? undefined
       : {
           space: rule.keySpace as string,
-          partition:
-            keyText === undefined
-              ? null
-              : hop.route(rule.keySpace as string, keyText, false).partition,
+          partition: keyText === undefined ? null : hop.partitionOf(keyText),
         };
   const raw = (f: string): unknown => (Object.hasOwn(event, f) ? event[f] : undefined);
   const shownKey =

@@ -96,10 +96,15 @@ export class SourceHop {
         this.sent.set(rule.keySpace as string, new Float64Array(this.options.partitions));
   }
 
-  /** The downstream partition of `key`, and the number of the next message to it (taken unless `take` is false). */
-  route(space: string, key: string, take = true): { partition: number; n: number } {
-    const p = this.options.partitionOf(key, this.options.partitions);
-    return { partition: p, n: take ? this.number(space, p) : 0 };
+  /** The partition of `key` in every key space. */
+  partitionOf(key: string): number {
+    return this.options.partitionOf(key, this.options.partitions);
+  }
+
+  /** The downstream partition of `key`, and the number of the next message to it. */
+  route(space: string, key: string): { partition: number; n: number } {
+    const p = this.partitionOf(key);
+    return { partition: p, n: this.number(space, p) };
   }
 
   /** Numbers the next message to partition `p` of `space`. */

@@ -11,7 +11,6 @@ import {
 } from '../../rules/index.js';
 import type { ControlFollower } from '../../jetstream/index.js';
 import type { EventSource, LogRecord } from '../ingest/event-source.js';
-import type { WorkerMetrics } from '../metrics/metrics.js';
 import {
   classifyHop,
   classifyRecord,
@@ -20,26 +19,17 @@ import {
   Streams,
 } from '../../protocol/index.js';
 import type { HopSender } from '../output/hop-sender.js';
-import type { AlertSink, DeadLetterSink } from '../output/sinks.js';
-import { RecordOutputs } from './record-outputs.js';
+import { RecordOutputs, type RecordOutputsOptions } from './record-outputs.js';
 
-export interface PartitionRunnerDeps {
-  readonly partition: number;
+export interface PartitionRunnerDeps extends Pick<
+  RecordOutputsOptions,
+  'partition' | 'alerts' | 'deadLetters' | 'metrics' | 'onRuleError'
+> {
   readonly partitions: number;
   readonly outOfOrderMs: number;
   readonly limits: RuleLimits;
   readonly source: EventSource;
   readonly control: ControlFollower;
-  readonly alerts: AlertSink;
-  readonly deadLetters: DeadLetterSink;
-  readonly metrics: WorkerMetrics;
-  /** A rule failed on an event (the runner counts nothing itself; the worker decides on quarantine). */
-  readonly onRuleError: (
-    ruleId: string,
-    ruleVersion: number,
-    controlSeq: number,
-    message: string,
-  ) => void;
   /** The partition applied a marker. */
   readonly onApplied: (
     partition: number,

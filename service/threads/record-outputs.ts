@@ -22,6 +22,7 @@ export interface RecordOutputsOptions {
   readonly alerts: AlertSink;
   readonly deadLetters: DeadLetterSink;
   readonly metrics: WorkerMetrics;
+  /** A rule failed on an event (the runner counts nothing itself; the worker decides on quarantine). */
   readonly onRuleError: (
     ruleId: string,
     ruleVersion: number,
