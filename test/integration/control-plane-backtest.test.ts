@@ -157,10 +157,10 @@ describe('back-test', () => {
     // Every event the candidate flags but the rules in force did not is one with 50 < amount <= 150.
     expect(diff.onlyCandidate.length).toBeGreaterThan(0);
     // (The candidate holds `merchant` from the first record on; the rules in force got it at its
-    // marker, which some partitions met after their first events: its alerts may differ too.)
-    for (const a of diff.onlyCandidate as Alert[])
-      if (a.ruleId !== 'merchant') expect(a.ruleId).toBe('big');
-    expect((diff.onlyCurrent as Alert[]).every((a) => a.ruleId === 'burst')).toBe(true);
+    // marker, which some partitions met after their first events: its alerts may differ either way.)
+    const others = (list: Alert[]): Alert[] => list.filter((a) => a.ruleId !== 'merchant');
+    for (const a of others(diff.onlyCandidate)) expect(a.ruleId).toBe('big');
+    expect(others(diff.onlyCurrent).every((a) => a.ruleId === 'burst')).toBe(true);
     const bad = await api('POST', '/backtest', {
       token: W,
       body: { candidate: { rules: [{ id: 'x', on: 'payment' }] } },
