@@ -6,8 +6,8 @@ import type { HopMessage, PartitionRecord, RuleSet } from '../rules/index.js';
  * text: one header line of numbers, then, for a forwarded event, its key and the event's JSON text
  * as the source read it (so the downstream parses exactly what the source parsed):
  *
- *     F <src> <n> <srcSeq> <controlSeq> <watermark> <ts> <publishTs> <key length>\n<key><event>
- *     R <src> <n> <controlSeq> <watermark> <horizon>
+ *     F <src> <origin> <n> <srcSeq> <controlSeq> <watermark> <ts> <publishTs> <key length>\n<key><event>
+ *     R <src> <origin> <n> <controlSeq> <watermark> <horizon>
  *
  * A watermark or horizon of -Infinity (nothing seen yet) is `-`.
  */
@@ -22,6 +22,7 @@ export type HopClass =
   | {
       readonly kind: 'forward';
       readonly src: number;
+      readonly origin: number;
       readonly n: number;
       readonly srcSeq: number;
       readonly controlSeq: number;
@@ -34,6 +35,7 @@ export type HopClass =
   | {
       readonly kind: 'report';
       readonly src: number;
+      readonly origin: number;
       readonly n: number;
       readonly controlSeq: number;
       readonly watermark: number;
@@ -50,8 +52,8 @@ const time = (x: number): string => (x === -Infinity ? '-' : String(x));
 export function hopPayload(src: number, m: HopMessage): Uint8Array {
   return encoder.encode(
     m.kind === 'forward'
-      ? `F ${src} ${m.n} ${m.srcSeq} ${m.controlSeq} ${time(m.watermark)} ${m.ts} ${m.publishTs} ${m.key.length}\n${m.key}${m.text}`
-      : `R ${src} ${m.n} ${m.controlSeq} ${time(m.watermark)} ${time(m.horizon)}`,
+      ? `F ${src} ${m.origin} ${m.n} ${m.srcSeq} ${m.controlSeq} ${time(m.watermark)} ${m.ts} ${m.publishTs} ${m.key.length}\n${m.key}${m.text}`
+      : `R ${src} ${m.origin} ${m.n} ${m.controlSeq} ${time(m.watermark)} ${time(m.horizon)}`,
   );
 }
 
@@ -78,30 +80,32 @@ export function classifyHop(data: Uint8Array): HopClass {
   const eol = s.indexOf('\n');
   const head = (eol < 0 ? s : s.slice(0, eol)).split(' ');
   const [kind, ...f] = head;
-  if (kind === 'R' && eol < 0 && f.length === 5) {
-    const [src, n, controlSeq] = [num(f[0]), num(f[1]), num(f[2])];
-    const [watermark, horizon] = [num(f[3], true), num(f[4], true)];
+  if (kind === 'R' && eol < 0 && f.length === 6) {
+    const [src, origin, n, controlSeq] = [num(f[0]), num(f[1]), num(f[2]), num(f[3])];
+    const [watermark, horizon] = [num(f[4], true), num(f[5], true)];
     if (
       src !== undefined &&
+      origin !== undefined &&
       n !== undefined &&
       controlSeq !== undefined &&
       watermark !== undefined &&
       horizon !== undefined
     )
-      return { kind: 'report', src, n, controlSeq, watermark, horizon };
+      return { kind: 'report', src, origin, n, controlSeq, watermark, horizon };
     return dead('a report whose numbers are not integers');
   }
-  if (kind === 'F' && eol >= 0 && f.length === 8) {
-    const [src, n, srcSeq, controlSeq] = [num(f[0]), num(f[1]), num(f[2]), num(f[3])];
+  if (kind === 'F' && eol >= 0 && f.length === 9) {
+    const [src, origin, n, srcSeq, controlSeq] = [f[0], f[1], f[2], f[3], f[4]].map((t) => num(t));
     const [watermark, ts, publishTs, keyLength] = [
-      num(f[4], true),
-      num(f[5]),
+      num(f[5], true),
       num(f[6]),
       num(f[7]),
+      num(f[8]),
     ];
     const body = s.slice(eol + 1);
     if (
       src === undefined ||
+      origin === undefined ||
       n === undefined ||
       srcSeq === undefined ||
       controlSeq === undefined ||
@@ -116,6 +120,7 @@ export function classifyHop(data: Uint8Array): HopClass {
     return {
       kind: 'forward',
       src,
+      origin,
       n,
       srcSeq,
       controlSeq,
@@ -145,6 +150,7 @@ export function downstreamRecord(
         kind: 'forward',
         seq,
         src,
+        origin: m.origin,
         n: m.n,
         srcSeq: m.srcSeq,
         ruleSet,
@@ -157,6 +163,7 @@ export function downstreamRecord(
         kind: 'report',
         seq,
         src,
+        origin: m.origin,
         n: m.n,
         ruleSet,
         watermark: m.watermark,

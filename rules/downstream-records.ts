@@ -28,7 +28,7 @@ function turnOf(
 ): Downstream | undefined {
   const d = st.down;
   if (d !== undefined && d.isSource(rec.src)) {
-    const turn = d.take(rec.src, rec.n);
+    const turn = d.take(rec.src, rec.origin, rec.n);
     if (turn === 'taken') return d;
     out.skipped = turn;
     return undefined;

@@ -37,8 +37,10 @@ interface ReadyChange {
 export class Downstream {
   /** Each source's watermark as last heard. */
   readonly watermarks: Float64Array;
-  /** The number of the next message each source's turn is (see `source-hop.ts`). */
+  /** The number of the next message each source's turn is (see `source-hop.ts`)... */
   readonly next: Float64Array;
+  /** ...in its numbering from this offset of its log. */
+  readonly origins: Float64Array;
   /** Each source's latest reported control sequence. */
   readonly reported: Float64Array;
   /**
@@ -65,6 +67,7 @@ export class Downstream {
       throw new RangeError(`sources must be a positive integer, got ${sources}`);
     this.watermarks = new Float64Array(sources).fill(-Infinity);
     this.next = new Float64Array(sources).fill(1);
+    this.origins = new Float64Array(sources);
     this.reported = new Float64Array(sources);
     this.pending = Array.from({ length: sources }, () => []);
   }
@@ -74,8 +77,19 @@ export class Downstream {
     return Number.isInteger(src) && src >= 0 && src < this.sources;
   }
 
-  /** Takes message `n` from `src` if it is its turn; otherwise says why not. */
-  take(src: number, n: number): 'taken' | 'duplicate' | 'gap' {
+  /**
+   * Takes message `n` of the numbering from `origin` from `src` if it is its turn; otherwise
+   * says why not. A newer origin starts again at 1; what comes of an older one is stale.
+   */
+  take(src: number, origin: number, n: number): 'taken' | 'duplicate' | 'gap' {
+    const current = this.origins[src] as number;
+    if (origin !== current) {
+      if (origin < current) return 'duplicate';
+      if (n !== 1) return 'gap';
+      this.origins[src] = origin;
+      this.next[src] = 2;
+      return 'taken';
+    }
     const next = this.next[src] as number;
     if (n !== next) return n < next ? 'duplicate' : 'gap';
     this.next[src] = next + 1;
@@ -156,6 +170,7 @@ export class Downstream {
       sources: this.sources,
       watermarks: [...this.watermarks].map(finite),
       next: [...this.next],
+      origins: [...this.origins],
       reported: [...this.reported],
       pending: this.pending.map((list) =>
         list.map((r) => [r.ruleSet.controlSeq, finite(r.horizon)]),
@@ -171,7 +186,13 @@ export class Downstream {
    */
   static fromJSON(json: DownstreamJSON, at: (controlSeq: number) => RuleSet): Downstream {
     const n = json?.sources;
-    const lists = [json?.watermarks, json?.next, json?.reported, json?.pending];
+    const lists = [
+      json?.watermarks,
+      json?.next,
+      json?.origins ?? json?.next,
+      json?.reported,
+      json?.pending,
+    ];
     if (
       typeof json?.space !== 'string' ||
       !Number.isSafeInteger(n) ||
@@ -186,6 +207,7 @@ export class Downstream {
     const d = new Downstream(json.space, n);
     json.watermarks.forEach((w, i) => (d.watermarks[i] = w ?? -Infinity));
     json.next.forEach((n, i) => (d.next[i] = n));
+    json.origins?.forEach((o, i) => (d.origins[i] = o));
     json.reported.forEach((c, i) => (d.reported[i] = c));
     json.pending.forEach((list, i) => {
       for (const [c, h] of list) d.pending[i]?.push({ ruleSet: at(c), horizon: h ?? -Infinity });
@@ -202,6 +224,8 @@ export interface DownstreamJSON {
   readonly sources: number;
   readonly watermarks: readonly (number | null)[];
   readonly next: readonly number[];
+  /** Absent in checkpoints written before numberings had origins: all 0. */
+  readonly origins?: readonly number[];
   readonly reported: readonly number[];
   /** Per source: `[controlSeq, horizon]` of each report not yet ready. */
   readonly pending: readonly (readonly (readonly [number, number | null])[])[];

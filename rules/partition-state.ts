@@ -44,13 +44,14 @@ export type PartitionRecord =
     }
   /**
    * Downstream of a re-keying hop (see `downstream.ts`): an event source partition `src`
-   * forwarded as its `n`-th message here, judged there under `ruleSet`, with the source's
-   * watermark after it.
+   * forwarded as its `n`-th message here (of its numbering from `origin`, see `source-hop.ts`),
+   * judged there under `ruleSet`, with the source's watermark after it.
    */
   | {
       readonly kind: 'forward';
       readonly seq: number;
       readonly src: number;
+      readonly origin: number;
       readonly n: number;
       readonly srcSeq: number;
       readonly ruleSet: RuleSet;
@@ -68,6 +69,7 @@ export type PartitionRecord =
       readonly kind: 'report';
       readonly seq: number;
       readonly src: number;
+      readonly origin: number;
       readonly n: number;
       readonly ruleSet: RuleSet;
       readonly watermark: number;

@@ -239,7 +239,9 @@ export function restoreMeta(
   st.offset = json.offset;
   st.maxTs = json.maxTs ?? -Infinity;
   st.maxEventTs = json.maxEventTs ?? st.maxTs;
+  // A checkpoint written without the hop (it was off): the numbering begins here, anew.
   if (json.hop !== undefined) st.hop?.restore(json.hop);
+  else if (st.hop !== undefined) st.hop.origin = json.offset;
   const judges = (rule: CompiledRule): boolean =>
     buffersHits(
       rule,

@@ -8,6 +8,12 @@
  * clock), so a source restored from a checkpoint numbers what it sends again exactly as before:
  * the downstream drops what it has taken (a duplicate) and what comes before its turn (a gap, left
  * by a publish that failed: the source sends again from there, in order).
+ *
+ * The numbering has an origin: the source log's offset where it began (0, or the offset of a
+ * checkpoint written without the hop, when the hop was turned on over existing state). A
+ * downstream partition that has taken messages of an older origin starts again at message 1 of a
+ * newer one and drops what still comes of the older: turning the hop off and on again cannot make
+ * it take a new message for a duplicate of an old one.
  */
 import type { CompiledRule } from './compile-rule.js';
 import { rekeyed } from './downstream.js';
@@ -37,6 +43,8 @@ export type HopMessage =
       readonly kind: 'forward';
       readonly space: string;
       readonly partition: number;
+      /** The source log's offset where this numbering began (see above). */
+      readonly origin: number;
       readonly n: number;
       /** The event's position in the source log (in `EVENTS`, unique over all partitions). */
       readonly srcSeq: number;
@@ -54,6 +62,7 @@ export type HopMessage =
       readonly kind: 'report';
       readonly space: string;
       readonly partition: number;
+      readonly origin: number;
       readonly n: number;
       readonly controlSeq: number;
       readonly watermark: number;
@@ -69,6 +78,8 @@ export class SourceHop {
   readonly sent = new Map<string, Float64Array>();
   /** The watermark at the last report (-Infinity: none yet). */
   lastReport = -Infinity;
+  /** The source log's offset where the numbering began (see above). */
+  origin = 0;
 
   constructor(readonly options: RekeyOptions) {
     const { partitions, reportEveryMs = 1000 } = options;
@@ -128,6 +139,7 @@ export class SourceHop {
     return {
       sent: [...this.sent].map(([space, counts]) => [space, [...counts]]),
       lastReport: Number.isFinite(this.lastReport) ? this.lastReport : null,
+      origin: this.origin,
     };
   }
 
@@ -143,6 +155,7 @@ export class SourceHop {
       );
     for (const [space, counts] of json.sent) this.sent.set(space, Float64Array.from(counts));
     this.lastReport = json.lastReport ?? -Infinity;
+    this.origin = json.origin ?? 0;
   }
 }
 
@@ -150,4 +163,6 @@ export class SourceHop {
 export interface SourceHopJSON {
   readonly sent: readonly (readonly [space: string, counts: readonly number[]])[];
   readonly lastReport: number | null;
+  /** Absent in checkpoints written before numberings had origins: 0. */
+  readonly origin?: number;
 }

@@ -15,6 +15,7 @@ describe('the re-keying hop on the wire', () => {
     const common = {
       space: fc.constant('card'),
       partition: fc.nat(15),
+      origin: fc.nat(1e15),
       n: fc.integer({ min: 1, max: 1e12 }),
       controlSeq: fc.nat(1e9),
       watermark: time,
@@ -38,6 +39,7 @@ describe('the re-keying hop on the wire', () => {
           expect(back).toEqual({
             kind: 'forward',
             src,
+            origin: m.origin,
             n: m.n,
             srcSeq: m.srcSeq,
             controlSeq: m.controlSeq,
@@ -51,6 +53,7 @@ describe('the re-keying hop on the wire', () => {
           expect(back).toEqual({
             kind: 'report',
             src,
+            origin: m.origin,
             n: m.n,
             controlSeq: m.controlSeq,
             watermark: m.watermark,
@@ -63,12 +66,14 @@ describe('the re-keying hop on the wire', () => {
   it('refuses what no source wrote, saying what a message must be', () => {
     for (const bad of [
       '{"type":"payment"}',
-      'R 1 2 3 4',
-      'R 1 2 x 4 5',
-      'F 1 2 3 4 5 6 7 9\nk{}',
-      'F 1 2 3 4 5 6 7 0\nk{}',
-      'F 1 2 3 4 5 6 7\nk{}',
-      'R 1 2 3 4 5\nextra',
+      'R 1 0 2 3 4',
+      'R 1 0 2 x 4 5',
+      'R 1 x 2 3 4 5',
+      'F 1 0 2 3 4 5 6 7 9\nk{}',
+      'F 1 0 2 3 4 5 6 7 0\nk{}',
+      'F 1 0 2 3 4 5 6 7\nk{}',
+      'F 1 - 2 3 4 5 6 7 1\nk{}',
+      'R 1 0 2 3 4 5\nextra',
     ]) {
       const c = classifyHop(enc(bad));
       expect(c.kind, bad).toBe('dead');
