@@ -8,6 +8,7 @@ import type { PartitionOptions, PartitionState } from './partition-state.js';
 import type { RuleSet } from './rule-set.js';
 import type { DownstreamJSON } from './downstream.js';
 import {
+  afterHopSwitch,
   bufferedText,
   CHECKPOINT_FORMAT,
   FORMAT_V1,
@@ -314,7 +315,7 @@ export function restorePartitionParts(
       st.states.setExp(st.states.keyNumber(key), bucket);
       st.expiry.add(key, bucket);
     }
-    return st;
+    return afterHopSwitch(json, st);
   }
   // Decoded when the partition first touches each key (see PartitionState.raw): the partition
   // reads again as soon as the fields are read. A damaged field is reported then, naming its key.
@@ -331,5 +332,5 @@ export function restorePartitionParts(
   }
   // No field to look at: nothing for the bucket to do (and nothing to carry in later metas).
   if (st.raw.size === 0) st.legacyExpiry = undefined;
-  return st;
+  return afterHopSwitch(json, st);
 }

@@ -9,6 +9,7 @@ import type { PartitionState, Buffered } from './partition-state.js';
 import type { ParseEventResult } from './event.js';
 import type { Hits } from './verdict.js';
 import { dropLineage } from './keyed-access.js';
+import type { SourceHop } from './source-hop.js';
 
 /** Counts a buffered event's rule set as in use, and its lineages when that is not the current rule set (see `hitCounts`). */
 export function tag(st: PartitionState, b: Buffered): void {
@@ -49,6 +50,14 @@ export function untag(st: PartitionState, b: Buffered): void {
  */
 export function ruleSetsInPlay(st: PartitionState): Iterable<RuleSet> {
   return st.down === undefined ? st.tags.keys() : st.down.released.values();
+}
+
+/** Drops the state a source holds of the rules it sends on (see `afterHopSwitch`). */
+export function dropStateSentOn(st: PartitionState, hop: SourceHop): void {
+  const sids = new Set<string>();
+  for (const rs of [st.ruleSet, ...ruleSetsInPlay(st)])
+    for (const rule of rs.rules.values()) if (hop.sendsOn(rule)) sids.add(rule.sid);
+  for (const sid of sids) dropLineage(st, sid);
 }
 
 /** Every rule version that may write to a lineage: the current rule set's, and those of other rule sets in play. */

@@ -2,7 +2,7 @@ import { hasHostileObject } from './compile-condition.js';
 import { decodeKeyStates, keyStatesJSON, type LineageStateJSON } from './key-state-json.js';
 import { SnapshotError } from './errors.js';
 import { decodeAllKeys, putKeyStates } from './keyed-access.js';
-import { tag } from './lineage-use.js';
+import { dropStateSentOn, tag } from './lineage-use.js';
 import {
   createDownstream,
   createPartition,
@@ -265,6 +265,8 @@ export function restoreMeta(
           throw new SnapshotError(
             `buffered event ${seq} names rule "${ruleId}", which the rule set at ${cs} does not hold`,
           );
+        // Judged before the hop sent this rule's events on (see `afterHopSwitch`).
+        if (!judges(rule)) continue;
         hits.add(rule, hitKey, (trigger === 1 ? TRIGGER : 0) | (expected === 1 ? EXPECTED : 0));
       }
       hits.trim();
@@ -323,7 +325,7 @@ export function restorePartition(
         byKey.set(key, list);
       }
     for (const [key, lineages] of byKey) restoreKey(st, key, lineages);
-    return st;
+    return afterHopSwitch(json, st);
   }
   for (const [key, lineages, exp] of json.states) {
     restoreKey(st, key, lineages);
@@ -333,5 +335,20 @@ export function restorePartition(
       st.expiry.add(key, exp);
     }
   }
+  return afterHopSwitch(json, st);
+}
+
+/**
+ * A source restored with other hop settings than its checkpoint was written with (the hop turned
+ * on, or another partition key): the state it holds of rules it now sends on is of their old
+ * path. It is dropped, so none of it fires (an absence timer whose confirming event now goes
+ * through the hop), and those rules start again in their key spaces' partitions.
+ */
+export function afterHopSwitch(json: MetaJSON, st: PartitionState): PartitionState {
+  const hop = st.hop;
+  if (hop === undefined) return st;
+  const was = json.hop === undefined ? 'off' : json.hop.local;
+  // A checkpoint that does not say which key was local (written before it did) is taken as written alike.
+  if (was !== undefined && was !== (hop.localSpace ?? null)) dropStateSentOn(st, hop);
   return st;
 }

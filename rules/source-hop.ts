@@ -140,6 +140,7 @@ export class SourceHop {
       sent: [...this.sent].map(([space, counts]) => [space, [...counts]]),
       lastReport: Number.isFinite(this.lastReport) ? this.lastReport : null,
       origin: this.origin,
+      local: this.localSpace ?? null,
     };
   }
 
@@ -165,4 +166,6 @@ export interface SourceHopJSON {
   readonly lastReport: number | null;
   /** Absent in checkpoints written before numberings had origins: 0. */
   readonly origin?: number;
+  /** The key space of the partition key it was written with (null: none). */
+  readonly local?: string | null;
 }

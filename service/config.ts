@@ -84,7 +84,7 @@ export interface VigilOptions {
    * The re-keying hop: `on` sends the events of rules keyed by other fields than the partition
    * key (see `partitionKey`) through `REKEY` to the partition of their key there, so such a rule
    * sees every event of its key; `off` judges them within the event's partition.
-   * @default `off`
+   * @default `on`
    */
   readonly rekey: 'on' | 'off';
   /**
@@ -181,7 +181,7 @@ export const DEFAULT_OPTIONS: Omit<VigilOptions, 'limits' | 'workers'> = Object.
   workerRecycleSlackMb: 64,
   outOfOrderMs: 1000,
   tickIntervalMs: 1000,
-  rekey: 'off',
+  rekey: 'on',
   partitionKey: '',
   rekeyReportMs: 1000,
   quarantineAfterErrors: 100,

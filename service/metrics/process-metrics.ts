@@ -7,6 +7,7 @@ import { natsConnection } from '../../jetstream/index.js';
 import type { VigilOptions } from '../config.js';
 import { capRuleLabels, RuleLabels } from './metrics.js';
 import { Streams } from '../../protocol/index.js';
+import { partitionLabel } from '../threads/partition-runner.js';
 import type { WorkerPool } from '../threads/worker-pool.js';
 import type { WorkerStatus } from '../status.js';
 
@@ -24,8 +25,8 @@ function within<T>(p: Promise<T>, ms: number): Promise<T> {
 export interface ProcessMetricSources {
   /** Last sequence of `CONTROL`. */
   controlHead?(): Promise<number>;
-  /** Entries and bytes of each partition's checkpointed keyed state. */
-  stateSizes?(partitions: readonly number[]): Promise<{ keys: number; bytes: number }[]>;
+  /** Entries and bytes of each checkpointed keyed-state hash (see {@link stateKey}). */
+  stateSizes?(hashes: readonly StateHash[]): Promise<{ keys: number; bytes: number }[]>;
   /** Failed lease-store calls so far, by operation (the lease coordinator's count). */
   leaseStoreFailures?(): ReadonlyMap<string, number>;
 }
@@ -61,14 +62,18 @@ export class ProcessMetrics {
       });
     if (stateSizes) {
       // A registry starts every collect before awaiting any: both gauges share one lookup per scrape.
-      type Lookup = { partitions: number[]; sizes: { keys: number; bytes: number }[] | undefined };
+      type Lookup = { hashes: StateHash[]; sizes: { keys: number; bytes: number }[] | undefined };
       let pending: Promise<Lookup> | undefined;
       const lookup = (): Promise<Lookup> => {
         if (pending !== undefined) return pending;
-        const partitions = pool.status().flatMap((s) => s.partitions);
-        const p = within(stateSizes(partitions), LOOKUP_TIMEOUT_MS).then(
-          (sizes) => ({ partitions, sizes }),
-          () => ({ partitions, sizes: undefined }),
+        const spaces = [undefined, ...pool.keySpaces()];
+        const hashes = pool
+          .status()
+          .flatMap((s) => s.partitions)
+          .flatMap((partition) => spaces.map((space) => ({ partition, space })));
+        const p = within(stateSizes(hashes), LOOKUP_TIMEOUT_MS).then(
+          (sizes) => ({ hashes, sizes }),
+          () => ({ hashes, sizes: undefined }),
         );
         pending = p;
         void p.then(() => {
@@ -84,13 +89,14 @@ export class ProcessMetrics {
           registers: [this.registry],
           async collect() {
             // On failure the last values stay.
-            const { partitions, sizes } = await lookup();
+            const { hashes, sizes } = await lookup();
             if (sizes === undefined) return;
             // Only the partitions this process runs now: a partition that moved away has no series here.
             this.reset();
-            partitions.forEach((p, i) => {
+            hashes.forEach(({ partition, space }, i) => {
               const size = sizes[i];
-              if (size !== undefined) this.set({ partition: String(p) }, size[pick]);
+              if (size !== undefined)
+                this.set({ partition: partitionLabel(partition, space) }, size[pick]);
             });
           },
         });
@@ -149,9 +155,15 @@ export class ProcessMetrics {
   }
 }
 
-/** The checkpoint store's key of a partition's keyed-state hash (see checkpoint-store.ts). */
-export const stateKey = (partition: number, prefix = 'vigil:'): string =>
-  `${prefix}p:${partition}:state`;
+/** A keyed-state hash: of an event log's partition, or (`space` given) of a key space's partition of that number. */
+export interface StateHash {
+  readonly partition: number;
+  readonly space: string | undefined;
+}
+
+/** The checkpoint store's key of a keyed-state hash (see checkpoint-store.ts). */
+export const stateKey = ({ partition, space }: StateHash, prefix = 'vigil:'): string =>
+  space === undefined ? `${prefix}p:${partition}:state` : `${prefix}r:${space}:${partition}:state`;
 
 /**
  * Process metrics reading `CONTROL` and `ALERTS` from NATS and, when checkpoints are on, state
@@ -180,11 +192,11 @@ export async function startProcessMetrics(
     ...(leaseStoreFailures && { leaseStoreFailures }),
     controlHead: async () => (await jsm.streams.info(Streams.control)).state.last_seq,
     ...(redis && {
-      async stateSizes(partitions: readonly number[]) {
+      async stateSizes(hashes: readonly StateHash[]) {
         const pipe = redis.pipeline();
-        for (const p of partitions) pipe.hlen(stateKey(p)).call('MEMORY', 'USAGE', stateKey(p));
+        for (const h of hashes) pipe.hlen(stateKey(h)).call('MEMORY', 'USAGE', stateKey(h));
         const replies = (await pipe.exec()) ?? [];
-        return partitions.map((_, i) => ({
+        return hashes.map((_, i) => ({
           keys: Number(replies[2 * i]?.[1] ?? 0),
           bytes: Number(replies[2 * i + 1]?.[1] ?? 0),
         }));

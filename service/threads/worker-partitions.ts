@@ -103,9 +103,11 @@ export class WorkerPartitions {
         : undefined;
     // A key space that appears starts its downstream partitions beside every partition here.
     d.control.onSpace = (space) => {
+      d.post({ op: 'key-space', space });
       for (const own of this.owned.values())
         d.queue.run(own.partition, () => this.startDownstream(own, space).catch(d.crash));
     };
+    for (const space of d.control.spaces) d.post({ op: 'key-space', space });
     const c = d.checkpoints;
     this.checkpoints =
       c === undefined

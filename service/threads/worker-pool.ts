@@ -133,6 +133,8 @@ export class WorkerPool implements ServiceStatus {
   /** Recent long garbage-collection pauses of each worker (by worker index). */
   readonly gcPauses = new GcPauseLog();
   private readonly retired = new RetiredMetrics();
+  /** The key spaces the workers' rule sets re-key to (each held partition has one of each). */
+  private readonly spaces = new Set<string>();
 
   constructor(
     private readonly options: VigilOptions,
@@ -171,6 +173,11 @@ export class WorkerPool implements ServiceStatus {
   async abort(): Promise<void> {
     this.stopping = true;
     await Promise.all(this.slots.map((s) => s.worker?.terminate()));
+  }
+
+  /** The key spaces of the re-keying hop in use: a held partition `p` runs `p~<space>` of each. */
+  keySpaces(): string[] {
+    return [...this.spaces].sort();
   }
 
   /** Per worker: its partitions and whether it is ready. */
@@ -317,6 +324,7 @@ export class WorkerPool implements ServiceStatus {
         }
       } else if (m.op === 'applied')
         this.activations.record(m.partition, m.controlSeq, m.activationMs);
+      else if (m.op === 'key-space') this.spaces.add(m.space);
       else if (m.op === 'recycle') this.recycle(s, w, m.why);
       else if (m.op === 'stopped') {
         if (s.worker === w) this.retired.seen(s.index, w.threadId, m.metrics);

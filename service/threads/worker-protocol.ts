@@ -50,6 +50,8 @@ export type FromWorker =
   | { readonly op: 'nats'; readonly connected: boolean }
   /** A partition restored and reading, with what its start took (ms). */
   | ({ readonly op: 'partition-started'; readonly partition: number } & PartitionStartTimings)
+  /** The rule sets re-key to a key space: its partitions run beside the event log's (see `rules/source-hop.ts`). */
+  | { readonly op: 'key-space'; readonly space: string }
   /** A partition applied a marker: the control sequence now in force there. */
   | {
       readonly op: 'applied';

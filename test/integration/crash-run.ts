@@ -65,8 +65,18 @@ export const CRASH_RULES = [
   },
 ];
 
-/** The hop's settings of the crash runs: rules keyed by `k`, the partition key, take none. */
-const REKEY = { partitionKey: ['k'], reportEveryMs: 25 };
+/** The hop's settings of the crash runs (for the reference): rules keyed by `k`, the partition key, take none. */
+export const REKEY = { partitionKey: ['k'], reportEveryMs: 25 };
+/** The same settings for a service process (its environment)... */
+export const REKEY_ENV = {
+  VIGIL_PARTITION_KEY: REKEY.partitionKey.join(','),
+  VIGIL_REKEY_REPORT_MS: String(REKEY.reportEveryMs),
+};
+/** ...and for a service in the test's process. */
+export const REKEY_OPTIONS = {
+  partitionKey: REKEY.partitionKey.join(','),
+  rekeyReportMs: REKEY.reportEveryMs,
+};
 
 /** A change to the first rule that keeps its state (a tighter threshold), published mid-run. */
 export const TIGHTEN_BIG = JSON.stringify({
@@ -110,9 +120,7 @@ export async function crashRun(
   const random = prng(opts.seed);
   const env = {
     VIGIL_OUT_OF_ORDER_MS: String(opts.outOfOrderMs),
-    VIGIL_REKEY: 'on',
-    VIGIL_PARTITION_KEY: REKEY.partitionKey.join(','),
-    VIGIL_REKEY_REPORT_MS: String(REKEY.reportEveryMs),
+    ...REKEY_ENV,
   };
   const types = ['payment', 'payment', 'payment', 'login', 'order', 'confirm'];
   const base = Date.now();

@@ -5,8 +5,8 @@ import { connect } from '@nats-io/transport-node';
 import { jetstream } from '@nats-io/jetstream';
 import { startNats, startRedis } from '../../scripts/local-servers.js';
 import { prng } from '../prng.js';
-import { caughtUp, referenceAlertIds } from './reference.js';
-import { CRASH_RULES, crashRun } from './crash-run.js';
+import { caughtUp, referenceAlertIds, rekeyCaughtUp } from './reference.js';
+import { CRASH_RULES, crashRun, REKEY, REKEY_OPTIONS } from './crash-run.js';
 import type { ServiceProcess } from './service-process.js';
 import {
   eventually,
@@ -62,6 +62,7 @@ describe('exact recovery (G3): kill -9 at random moments, restart, same alerts a
       outOfOrderMs: OUT_OF_ORDER_MS,
       tickIntervalMs: 0,
       checkpointIntervalMs: 100,
+      ...REKEY_OPTIONS,
     });
     try {
       await replaceRules(own, service, P, RULES);
@@ -102,11 +103,12 @@ describe('exact recovery (G3): kill -9 at random moments, restart, same alerts a
         expect(Math.min(s.loadMs, s.restoreMs, s.consumerMs, s.keys)).toBeGreaterThanOrEqual(0);
       }
       await caughtUp(own, service, P, 30_000);
+      await rekeyCaughtUp(own, service.url);
       await service.stop();
       const ids = (await readStream(own, 'ALERTS')).map(
         (m) => (JSON.parse(decoder.decode(m.data)) as Alert).id,
       );
-      const expected = await referenceAlertIds(own, P, OUT_OF_ORDER_MS);
+      const expected = await referenceAlertIds(own, P, OUT_OF_ORDER_MS, REKEY);
       expect(expected.size).toBeGreaterThan(50);
       expect(new Set(ids)).toEqual(expected);
       expect(ids.length).toBe(expected.size);
@@ -124,6 +126,7 @@ describe('exact recovery (G3): kill -9 at random moments, restart, same alerts a
       outOfOrderMs: OUT_OF_ORDER_MS,
       tickIntervalMs: 0,
       checkpointIntervalMs: 100,
+      ...REKEY_OPTIONS,
     });
     let redis = own.redis;
     try {
@@ -162,11 +165,12 @@ describe('exact recovery (G3): kill -9 at random moments, restart, same alerts a
         'the service to recover by itself',
       );
       await caughtUp(own, service, P, 30_000);
+      await rekeyCaughtUp(own, service.url);
       await service.stop();
       const ids = (await readStream(own, 'ALERTS')).map(
         (m) => (JSON.parse(decoder.decode(m.data)) as Alert).id,
       );
-      expect(new Set(ids)).toEqual(await referenceAlertIds(own, P, OUT_OF_ORDER_MS));
+      expect(new Set(ids)).toEqual(await referenceAlertIds(own, P, OUT_OF_ORDER_MS, REKEY));
     } finally {
       await service.stop().catch(() => undefined);
       await redis?.stop();
@@ -182,6 +186,7 @@ describe('exact recovery (G3): kill -9 at random moments, restart, same alerts a
       outOfOrderMs: OUT_OF_ORDER_MS,
       tickIntervalMs: 0,
       checkpointIntervalMs: 100,
+      ...REKEY_OPTIONS,
     });
     let nats = own.nats;
     const nc = await connect({
@@ -237,11 +242,12 @@ describe('exact recovery (G3): kill -9 at random moments, restart, same alerts a
         '/readyz to recover with the connection',
       );
       await caughtUp(own, service, P, 60_000);
+      await rekeyCaughtUp(own, service.url);
       await service.stop();
       const ids = (await readStream(own, 'ALERTS')).map(
         (m) => (JSON.parse(decoder.decode(m.data)) as Alert).id,
       );
-      expect(new Set(ids)).toEqual(await referenceAlertIds(own, P, OUT_OF_ORDER_MS));
+      expect(new Set(ids)).toEqual(await referenceAlertIds(own, P, OUT_OF_ORDER_MS, REKEY));
       expect(ids.length).toBe(new Set(ids).size);
     } finally {
       await service.stop().catch(() => undefined);

@@ -103,19 +103,22 @@ export async function partitionHeads(servers: TestServers, partitions: number): 
 }
 
 /**
- * Waits until the service at `url` has read every message in REKEY (each key space's partition
- * `p~space` in vigil_partition_offset), REKEY having stopped growing: the partitions may still be
- * sending what they read last.
+ * Waits until the service at `url` (or the processes at `urls`, which share the partitions) has
+ * read every message in REKEY (each key space's partition `p~space` in vigil_partition_offset),
+ * REKEY having stopped growing: the partitions may still be sending what they read last.
  */
 export async function rekeyCaughtUp(
   servers: TestServers,
-  url: string,
+  urls: string | readonly string[],
   timeoutMs = 60_000,
 ): Promise<void> {
   let last = -1;
   await eventually(
     async () => {
-      const text = await (await fetch(`${url}/metrics`)).text();
+      const texts = await Promise.all(
+        [urls].flat().map(async (url) => (await fetch(`${url}/metrics`)).text()),
+      );
+      const lines = texts.flatMap((t) => t.split('\n'));
       const messages = await readStream(servers, 'REKEY');
       const heads = new Map<string, number>();
       for (const m of messages) {
@@ -126,12 +129,13 @@ export async function rekeyCaughtUp(
       last = messages.length;
       return (
         steady &&
-        [...heads].every(([label, head]) => {
-          const line = text
-            .split('\n')
-            .find((l) => l.startsWith(`vigil_partition_offset{partition="${label}"}`));
-          return line !== undefined && Number(line.slice(line.lastIndexOf(' ') + 1)) >= head;
-        })
+        [...heads].every(([label, head]) =>
+          lines.some(
+            (l) =>
+              l.startsWith(`vigil_partition_offset{partition="${label}"}`) &&
+              Number(l.slice(l.lastIndexOf(' ') + 1)) >= head,
+          ),
+        )
       );
     },
     timeoutMs,

@@ -233,6 +233,66 @@ describe('re-keying hop', () => {
     expect(sourceHorizon(back)).toBe(1000);
   });
 
+  it('drops what a source held of the rules it now sends on when the hop settings change under its checkpoint', () => {
+    const rs = SETS[0] as RuleSet;
+    const sid = (id: string) => (rs.rules.get(id) as { sid: string }).sid;
+    const [byCard, byAcct] = [sid('unconfirmed-card'), sid('acct-velocity')];
+    const event = (seq: number, ts: number, e: object): PartitionRecord => ({
+      kind: 'event',
+      seq,
+      key: 'k1',
+      publishTs: ts,
+      data: JSON.stringify({ ...e, acct: 'k1', ts }),
+    });
+    const tick = (seq: number, ts: number): PartitionRecord => ({ kind: 'tick', seq, ts });
+    /** A partition with an open order of card c1 and a payment of account k1, checkpointed. */
+    const written = (partitionKey: string[] | undefined) => {
+      const options = partitionKey === undefined ? {} : { rekey: { ...REKEY, partitionKey } };
+      const st = createPartition(rs, { partition: 0, ...options });
+      processRecord(st, event(1, 1000, { type: 'order', card: 'c1' }));
+      processRecord(st, event(2, 1001, { type: 'payment', card: 'c1', amount: 1 }));
+      processRecord(st, tick(3, 1010));
+      const store = memoryStore();
+      writeParts(store, checkpointParts(st));
+      return { st, store };
+    };
+    const restored = (store: ReturnType<typeof memoryStore>, partitionKey: string[]) =>
+      restorePartitionParts(store, () => rs, { rekey: { ...REKEY, partitionKey } });
+    const unconfirmed = (st: PartitionState) =>
+      processRecord(st, tick(4, 5000)).alerts.filter((a) => a.ruleId === 'unconfirmed-card');
+
+    /** The lineages of `st` less those of the rules a source with `partitionKey` sends on. */
+    const kept = (st: PartitionState, partitionKey: string[]) => {
+      const hop = new SourceHop({ ...REKEY, partitionKey });
+      const sent = new Set([...rs.rules.values()].filter((r) => hop.sendsOn(r)).map((r) => r.sid));
+      return stateLineages(st)
+        .filter((l) => !sent.has(l))
+        .sort();
+    };
+
+    // Off, then on: the order's absence timer was the source's; its confirmation would now go
+    // through the hop, so the timer must not fire at the source.
+    const off = written(undefined);
+    expect(stateLineages(off.st)).toEqual(expect.arrayContaining([byAcct, byCard]));
+    const on = restored(off.store, ['acct']);
+    expect(stateLineages(on).sort()).toEqual(kept(off.st, ['acct']));
+    expect(stateLineages(on)).toContain(byAcct);
+    expect(stateLineages(on)).not.toContain(byCard);
+    expect(unconfirmed(on)).toEqual([]);
+    // Left as it was, the same partition fires it.
+    expect(unconfirmed(off.st)).toHaveLength(1);
+    // Another partition key: the rules keyed by card leave the source.
+    const byCardKey = written(['card']);
+    expect(stateLineages(byCardKey.st)).toContain(byCard);
+    expect(stateLineages(restored(byCardKey.store, ['acct'])).sort()).toEqual(
+      kept(byCardKey.st, ['acct']),
+    );
+    // The same settings: nothing is dropped.
+    expect(stateLineages(restored(byCardKey.store, ['card'])).sort()).toEqual(
+      stateLineages(byCardKey.st).sort(),
+    );
+  });
+
   it('numbers anew when the hop is turned on over a checkpoint written without it', () => {
     // On, off (a checkpoint without the hop), on again: the third stretch numbers from 1 with a
     // newer origin, and the downstream takes it although it took higher numbers of the first.

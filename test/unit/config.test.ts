@@ -45,18 +45,18 @@ describe('service options', () => {
     );
   });
 
-  it('re-keying settings: off by default; on with a partition key; bad values named', () => {
+  it('re-keying settings: on by default; off, or with a partition key; bad values named', () => {
     expect(resolveOptions({}, {})).toMatchObject({
-      rekey: 'off',
+      rekey: 'on',
       partitionKey: '',
       rekeyReportMs: 1000,
     });
     expect(
       resolveOptions(
         {},
-        { VIGIL_REKEY: 'on', VIGIL_PARTITION_KEY: 'payer,bank', VIGIL_REKEY_REPORT_MS: '200' },
+        { VIGIL_REKEY: 'off', VIGIL_PARTITION_KEY: 'payer,bank', VIGIL_REKEY_REPORT_MS: '200' },
       ),
-    ).toMatchObject({ rekey: 'on', partitionKey: 'payer,bank', rekeyReportMs: 200 });
+    ).toMatchObject({ rekey: 'off', partitionKey: 'payer,bank', rekeyReportMs: 200 });
     let problems: { pointer: string; message: string }[] = [];
     try {
       resolveOptions({}, { VIGIL_REKEY: 'yes', VIGIL_PARTITION_KEY: 'payer,,payer' });

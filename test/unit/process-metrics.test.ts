@@ -2,6 +2,7 @@ import { AggregatorRegistry, Counter, Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import {
   ProcessMetrics,
+  stateKey,
   type ProcessMetricSources,
 } from '../../service/metrics/process-metrics.js';
 import type { WorkerPool } from '../../service/threads/worker-pool.js';
@@ -9,9 +10,11 @@ import type { WorkerPool } from '../../service/threads/worker-pool.js';
 /** What ProcessMetrics uses of a pool: its status, and merging registries (no workers here). */
 function fakePool(
   status: { worker: number; partitions: number[]; restarts: number; recycles?: number }[],
+  spaces: string[] = [],
 ): WorkerPool {
   return {
     status: () => status,
+    keySpaces: () => spaces,
     metrics: async (extra: Registry[] = []) =>
       AggregatorRegistry.aggregate(await Promise.all(extra.map((r) => r.getMetricsAsJSON()))),
   } as unknown as WorkerPool;
@@ -23,36 +26,46 @@ const sample = (text: string, series: string): number | undefined => {
 };
 
 describe('process metrics', () => {
-  it('reads the CONTROL head, the state sizes of the partitions held now, and restarts', async () => {
+  it('reads the CONTROL head, the state sizes of the partitions held now (with their key spaces), and restarts', async () => {
     const status = [
       { worker: 0, partitions: [0, 2], restarts: 0, recycles: 1 },
       { worker: 1, partitions: [1], restarts: 2, recycles: 0 },
     ];
-    const asked: number[][] = [];
+    const asked: string[][] = [];
     const sources: ProcessMetricSources = {
       controlHead: async () => 42,
-      stateSizes: async (ps) => {
-        asked.push([...ps]);
-        return ps.map((p) => ({ keys: p * 10, bytes: p * 100 }));
+      stateSizes: async (hashes) => {
+        asked.push(hashes.map((h) => stateKey(h)));
+        return hashes.map(({ partition: p, space }) => ({
+          keys: p * 10 + (space === undefined ? 0 : 1),
+          bytes: p * 100,
+        }));
       },
     };
-    const m = new ProcessMetrics(fakePool(status), 100, sources);
+    const m = new ProcessMetrics(fakePool(status, ['beneficiary']), 100, sources);
     let text = await (await m.exposition()).metrics();
     expect(sample(text, 'vigil_control_seq_head')).toBe(42);
     expect(sample(text, 'vigil_state_keys{partition="2"}')).toBe(20);
     expect(sample(text, 'vigil_state_bytes{partition="1"}')).toBe(100);
+    // A key space's partition held with partition 2 (its state is in a hash of its own).
+    expect(sample(text, 'vigil_state_keys{partition="2~beneficiary"}')).toBe(21);
     expect(sample(text, 'vigil_worker_restarts_total{worker="1"}')).toBe(2);
     expect(sample(text, 'vigil_worker_restarts_total{worker="0"}')).toBe(0);
     expect(sample(text, 'vigil_worker_recycles_total{worker="0"}')).toBe(1);
     expect(sample(text, 'vigil_worker_recycles_total{worker="1"}')).toBe(0);
     // One lookup per scrape serves both state gauges.
-    expect(asked).toEqual([[0, 2, 1]]);
+    expect(asked).toEqual([
+      ['p:0', 'r:beneficiary:0', 'p:2', 'r:beneficiary:2', 'p:1', 'r:beneficiary:1'].map(
+        (k) => `vigil:${k}:state`,
+      ),
+    ]);
 
     // Partition 2 moved away, worker 1 restarted once more.
     status[0] = { worker: 0, partitions: [0], restarts: 0, recycles: 3 };
     status[1] = { worker: 1, partitions: [1], restarts: 3, recycles: 0 };
     text = await (await m.exposition()).metrics();
     expect(sample(text, 'vigil_state_keys{partition="2"}')).toBeUndefined();
+    expect(sample(text, 'vigil_state_keys{partition="2~beneficiary"}')).toBeUndefined();
     expect(sample(text, 'vigil_state_bytes{partition="2"}')).toBeUndefined();
     expect(sample(text, 'vigil_worker_restarts_total{worker="1"}')).toBe(3);
     expect(sample(text, 'vigil_worker_recycles_total{worker="0"}')).toBe(3);
