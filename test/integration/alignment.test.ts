@@ -2,10 +2,12 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { Alert } from '../../rules/index.js';
 import type { RunningService } from '../../service/index.js';
 import { prng } from '../prng.js';
-import { referenceAlertIds } from './reference.js';
+import { partitionHeads, referenceAlertIds, rekeyCaughtUp } from './reference.js';
+import { ServiceProcess } from './service-process.js';
 import {
   activated,
   drained,
+  eventually,
   readStream,
   startTestServers,
   startTestService,
@@ -143,26 +145,53 @@ const CHANGES = [
 
 let servers: TestServers | undefined;
 let service: RunningService | undefined;
+let processes: ServiceProcess[] = [];
 
 afterEach(async () => {
   await service?.stop();
+  for (const p of processes) await p.kill();
   await servers?.stop();
   service = undefined;
+  processes = [];
   servers = undefined;
 });
 
-async function run(workers: number, seed: number): Promise<void> {
+/**
+ * One run: the service judges a random stream with bursts of changes. With `kill`, it runs as a
+ * process that is killed with SIGKILL at a random point of the stream, and a new one takes over
+ * from the checkpoints in Redis.
+ */
+async function run(workers: number, seed: number, kill: boolean): Promise<void> {
   const random = prng(seed);
-  servers = await startTestServers({ partitions: P });
-  ({ service } = await startTestService(servers, {
-    partitions: P,
+  servers = await startTestServers({ partitions: P, redis: kill });
+  const settings = {
     workers,
     outOfOrderMs: OUT_OF_ORDER_MS,
     tickIntervalMs: 0,
     rekey: 'on',
     partitionKey: 'k',
     rekeyReportMs: REPORT_MS,
-  }));
+  } as const;
+  const start = async (): Promise<{ url: string }> => {
+    if (!kill) {
+      ({ service } = await startTestService(servers as TestServers, {
+        partitions: P,
+        ...settings,
+      }));
+      return service;
+    }
+    const proc = new ServiceProcess(servers as TestServers, P, {
+      VIGIL_WORKERS: String(workers),
+      VIGIL_OUT_OF_ORDER_MS: String(OUT_OF_ORDER_MS),
+      VIGIL_PARTITION_KEY: settings.partitionKey,
+      VIGIL_REKEY_REPORT_MS: String(REPORT_MS),
+    });
+    processes.push(proc);
+    await proc.ready();
+    return proc;
+  };
+  let running = await start();
+  const killAt = kill ? 150 + Math.floor(random() * 450) : -1;
   const js = servers.js;
   const first = await js.publish(
     'vigil.control',
@@ -174,12 +203,16 @@ async function run(workers: number, seed: number): Promise<void> {
   );
   // Events published before the first rule set is in force meet no rules (the reference agrees);
   // on a loaded machine that left too few alerts for the run to test anything (34 in one CI run).
-  await activated(service, first.seq, P);
+  await activated(running, first.seq, P);
   const types = ['payment', 'payment', 'payment', 'login', 'order', 'confirm'];
   const base = Date.now();
   let edited = false;
   const changeAt = new Set(Array.from({ length: 8 }, () => Math.floor(random() * 560)));
   for (let i = 0; i < 700; i++) {
+    if (i === killAt) {
+      await (processes.at(-1) as ServiceProcess).kill('SIGKILL');
+      running = await start();
+    }
     // Changes come alone or in bursts, so a partition may meet a marker while later changes are already known.
     if (changeAt.has(i)) {
       const burst = 1 + Math.floor(random() * 3);
@@ -203,9 +236,22 @@ async function run(workers: number, seed: number): Promise<void> {
       JSON.stringify({ type, k, b, amount: Math.floor(random() * 100), ts, id: `e${i}` }),
     );
   }
-  await drained(servers, service);
-  await service.stop(); // flushes every alert
-  service = undefined;
+  if (kill) {
+    // The last process counts only what it read since its start: done at the heads of the logs.
+    const last = processes.at(-1) as ServiceProcess;
+    const heads = await partitionHeads(servers, P);
+    await eventually(
+      async () => (await last.offsets()).every((o, p) => o >= (heads[p] ?? 0)),
+      60_000,
+      'the last process to catch up',
+    );
+    await rekeyCaughtUp(servers, last.url);
+    await last.kill('SIGTERM'); // a clean stop flushes every alert
+  } else {
+    await drained(servers, running);
+    await service?.stop(); // flushes every alert
+    service = undefined;
+  }
   const got = (await readStream(servers, 'ALERTS')).map(
     (m) => JSON.parse(decoder.decode(m.data)) as Alert,
   );
@@ -240,7 +286,9 @@ describe('aligned activation (G2) as a property, across the re-keying hop too: t
   for (const workers of [1, 2, 4]) {
     for (const k of [0, 1]) {
       const seed = base + workers * 10 + k;
-      it(`${workers} worker(s), seed ${seed}`, () => run(workers, seed));
+      const kill = k === 1;
+      it(`${workers} worker(s), seed ${seed}${kill ? ', killed with SIGKILL once' : ''}`, () =>
+        run(workers, seed, kill));
     }
   }
 });

@@ -111,7 +111,7 @@ export async function eventually(
 
 /** Waits until every partition has applied control sequence `seq` (its marker has been read). */
 export async function activated(
-  service: RunningService,
+  service: { readonly url: string },
   seq: number,
   partitions: number,
   timeoutMs = 10_000,
@@ -157,7 +157,7 @@ export async function replaceRules(
  */
 export async function drained(
   servers: TestServers,
-  service: RunningService,
+  service: { readonly url: string },
   timeoutMs = 30_000,
 ): Promise<void> {
   let lastRekey = -1;
