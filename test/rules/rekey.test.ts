@@ -293,6 +293,48 @@ describe('re-keying hop', () => {
     );
   });
 
+  it("ends a key space's state by event time, as in the event log's partitions", () => {
+    const rules = [
+      {
+        id: 'fan-in',
+        on: ['payment'],
+        key: 'card',
+        stateTtl: '2s',
+        pattern: { kind: 'threshold', aggregate: 'count', window: '1h', operator: '>=', value: 9 },
+      },
+    ];
+    const first = ruleSetOf({ op: 'replace-all', rules });
+    const payment = (seq: number, ts: number, card: string): PartitionRecord => ({
+      kind: 'event',
+      seq,
+      key: 'k1',
+      publishTs: ts,
+      data: JSON.stringify({ type: 'payment', card, acct: 'k1', ts }),
+    });
+    const tick = (seq: number, ts: number): PartitionRecord => ({ kind: 'tick', seq, ts });
+    const downstream = (upTo: number) => {
+      const logs = [[payment(1, 1000, 'c1'), payment(2, 2500, 'c2'), tick(3, upTo)]];
+      const { queues } = runSources(logs, {
+        first,
+        sets: new Map([[first.controlSeq, first]]),
+        downstreams: 1,
+        partitionKey: ['acct'],
+        reportEveryMs: 1,
+      });
+      return runDownstream('card', 0, queues.get('card')?.[0] ?? [], [], undefined, () => first)
+        .state;
+    };
+    // Both cards' state is there after the second payment; 2 s after each card's payment (and up
+    // to a second more: buckets of 1 s), event time ends it.
+    expect(keyedStateCount(downstream(2800))).toBe(2);
+    const later = downstream(4200);
+    expect(keyedStateCount(later)).toBe(1);
+    expect(later.expired.ttl).toBe(1);
+    const done = downstream(6000);
+    expect(keyedStateCount(done)).toBe(0);
+    expect(done.expired.ttl).toBe(2);
+  });
+
   it('numbers anew when the hop is turned on over a checkpoint written without it', () => {
     // On, off (a checkpoint without the hop), on again: the third stretch numbers from 1 with a
     // newer origin, and the downstream takes it although it took higher numbers of the first.
