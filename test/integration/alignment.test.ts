@@ -2,12 +2,11 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { Alert } from '../../rules/index.js';
 import type { RunningService } from '../../service/index.js';
 import { prng } from '../prng.js';
-import { partitionHeads, referenceAlertIds, rekeyCaughtUp } from './reference.js';
+import { processesCaughtUp, referenceAlertIds } from './reference.js';
 import { ServiceProcess } from './service-process.js';
 import {
   activated,
   drained,
-  eventually,
   readStream,
   startTestServers,
   startTestService,
@@ -239,13 +238,7 @@ async function run(workers: number, seed: number, kill: boolean): Promise<void> 
   if (kill) {
     // The last process counts only what it read since its start: done at the heads of the logs.
     const last = processes.at(-1) as ServiceProcess;
-    const heads = await partitionHeads(servers, P);
-    await eventually(
-      async () => (await last.offsets()).every((o, p) => o >= (heads[p] ?? 0)),
-      60_000,
-      'the last process to catch up',
-    );
-    await rekeyCaughtUp(servers, last.url);
+    await processesCaughtUp(servers, [last], P, 'the last process to catch up');
     await last.kill('SIGTERM'); // a clean stop flushes every alert
   } else {
     await drained(servers, running);

@@ -1,7 +1,7 @@
 import type { Alert } from '../../rules/index.js';
 import { prng } from '../prng.js';
-import { partitionHeads, referenceAlertIds, rekeyCaughtUp } from './reference.js';
-import { eventually, readStream, type TestServers } from './servers.js';
+import { processesCaughtUp, referenceAlertIds } from './reference.js';
+import { readStream, type TestServers } from './servers.js';
 import { ServiceProcess } from './service-process.js';
 
 export const CRASH_RULES = [
@@ -162,13 +162,7 @@ export async function crashRun(
   const last = new ServiceProcess(servers, opts.partitions, env);
   opts.track?.(last);
   await last.ready();
-  const heads = await partitionHeads(servers, opts.partitions);
-  await eventually(
-    async () => (await last.offsets()).every((o, p) => o >= (heads[p] ?? 0)),
-    60_000,
-    'the last process to catch up',
-  );
-  await rekeyCaughtUp(servers, last.url);
+  await processesCaughtUp(servers, [last], opts.partitions, 'the last process to catch up');
   await last.kill('SIGTERM'); // a clean stop flushes every alert
   const alerts = (await readStream(servers, 'ALERTS')).map(
     (m) => JSON.parse(decoder.decode(m.data)) as Alert,

@@ -4,7 +4,7 @@ import type { Alert } from '../../rules/index.js';
 import { prng } from '../prng.js';
 import { partitionOf } from '../../protocol/index.js';
 import { CRASH_RULES, REKEY, REKEY_ENV, TIGHTEN_BIG } from './crash-run.js';
-import { partitionHeads, referenceAlertIds, rekeyCaughtUp } from './reference.js';
+import { partitionHeads, processesCaughtUp, referenceAlertIds } from './reference.js';
 import {
   eventually,
   metricSum,
@@ -126,16 +126,7 @@ describe('ownership across processes: leases with fencing tokens', () => {
     expect(after[1]).toEqual(expect.arrayContaining(before[2] ?? []));
     await flowing;
 
-    const heads = await partitionHeads(s, P);
-    await eventually(
-      async () => {
-        const offsets = await Promise.all([a.offsets(), c.offsets()]);
-        return heads.every((h, p) => Math.max(...offsets.map((o) => o[p] ?? 0)) >= h);
-      },
-      60_000,
-      'the survivors to catch up',
-    );
-    await rekeyCaughtUp(s, [a.url, c.url]);
+    await processesCaughtUp(s, [a, c], P, 'the survivors to catch up');
     const metrics = await Promise.all(
       [a, c].map(async (x) => (await fetch(`${x.url}/metrics`)).text()),
     );
@@ -260,13 +251,7 @@ describe('ownership across processes: leases with fencing tokens', () => {
       await redis.quit();
     }
     await publishEvents(s, random, 400, 200, base);
-    const heads = await partitionHeads(s, P);
-    await eventually(
-      async () => (await a.offsets()).every((o, p) => o >= (heads[p] ?? 0)),
-      30_000,
-      'a to catch up',
-    );
-    await rekeyCaughtUp(s, a.url);
+    await processesCaughtUp(s, [a], P, 'a to catch up', 30_000);
     await a.kill('SIGTERM');
     const ids = (await readStream(s, 'ALERTS')).map(
       (m) => (JSON.parse(decoder.decode(m.data)) as Alert).id,

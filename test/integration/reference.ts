@@ -143,6 +143,33 @@ export async function rekeyCaughtUp(
   );
 }
 
+/**
+ * Waits until the service processes `procs` (sharing the partitions) have read every record now in
+ * each partition of EVENTS, then all of REKEY: what a process counts is what it read since its
+ * start, so done means at the heads of the logs.
+ */
+export async function processesCaughtUp(
+  servers: TestServers,
+  procs: readonly { readonly url: string; offsets(): Promise<number[]> }[],
+  partitions: number,
+  what: string,
+  timeoutMs = 60_000,
+): Promise<void> {
+  const heads = await partitionHeads(servers, partitions);
+  await eventually(
+    async () => {
+      const offsets = await Promise.all(procs.map((x) => x.offsets()));
+      return heads.every((h, p) => Math.max(...offsets.map((o) => o[p] ?? 0)) >= h);
+    },
+    timeoutMs,
+    what,
+  );
+  await rekeyCaughtUp(
+    servers,
+    procs.map((x) => x.url),
+  );
+}
+
 /** Waits until the service has processed every record now in each partition (vigil_partition_offset). */
 export async function caughtUp(
   servers: TestServers,
