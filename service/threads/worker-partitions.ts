@@ -228,6 +228,12 @@ export class WorkerPartitions {
     return (this.hopTransport ??= inboxTransport(this.d.nats.nc));
   }
 
+  /** Once every partition has stopped: ends the hop's inbox subscription and its time-out sweep. */
+  close(): void {
+    this.hopTransport?.close();
+    this.hopTransport = undefined;
+  }
+
   /** A write was refused because a newer owner holds the lease: stop now, without a checkpoint. */
   private fenced(own: Owned): void {
     const p = own.partition;

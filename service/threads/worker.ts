@@ -233,6 +233,8 @@ class WorkerThread {
       ),
     );
     await this.queue.settled();
+    // Every partition's final checkpoint waited for its hop messages: nothing is left to acknowledge.
+    r.partitions.close();
     await this.store?.close();
     await r.control.follower.stop();
     await r.publisher.flush();
