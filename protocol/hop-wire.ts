@@ -9,7 +9,8 @@ import type { HopMessage, PartitionRecord, RuleSet } from '../rules/index.js';
  *     F <src> <origin> <n> <srcSeq> <controlSeq> <watermark> <ts> <publishTs> <key length>\n<key><event>
  *     R <src> <origin> <n> <controlSeq> <watermark> <horizon>
  *
- * A watermark or horizon of -Infinity (nothing seen yet) is `-`.
+ * A watermark or horizon of -Infinity (nothing seen yet) is `-`. Lines without `<origin>` (written
+ * before numberings had origins) are read with origin 0.
  */
 
 /** The subject of key space `space`'s partition `p` (a key space name is one subject token). */
@@ -79,7 +80,12 @@ export function classifyHop(data: Uint8Array): HopClass {
   const s = decoder.decode(data);
   const eol = s.indexOf('\n');
   const head = (eol < 0 ? s : s.slice(0, eol)).split(' ');
-  const [kind, ...f] = head;
+  const [kind, ...g] = head;
+  // Written before numberings had origins (a report of five numbers, a forward of eight): origin 0.
+  const f =
+    (kind === 'R' && g.length === 5) || (kind === 'F' && g.length === 8)
+      ? [g[0], '0', ...g.slice(1)]
+      : g;
   if (kind === 'R' && eol < 0 && f.length === 6) {
     const [src, origin, n, controlSeq] = [num(f[0]), num(f[1]), num(f[2]), num(f[3])];
     const [watermark, horizon] = [num(f[4], true), num(f[5], true)];

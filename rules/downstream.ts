@@ -82,18 +82,23 @@ export class Downstream {
    * says why not. A newer origin starts again at 1; what comes of an older one is stale.
    */
   take(src: number, origin: number, n: number): 'taken' | 'duplicate' | 'gap' {
+    const turn = this.turn(src, origin, n);
+    if (turn !== 'turn') return turn;
+    this.origins[src] = origin;
+    this.next[src] = n + 1;
+    return 'taken';
+  }
+
+  /** Whether message `n` of the numbering from `origin` is `src`'s turn (what {@link take} would take). */
+  turn(src: number, origin: number, n: number): 'turn' | 'duplicate' | 'gap' {
     const current = this.origins[src] as number;
     if (origin !== current) {
       if (origin < current) return 'duplicate';
-      if (n !== 1) return 'gap';
-      this.origins[src] = origin;
-      this.next[src] = 2;
-      return 'taken';
+      return n === 1 ? 'turn' : 'gap';
     }
     const next = this.next[src] as number;
     if (n !== next) return n < next ? 'duplicate' : 'gap';
-    this.next[src] = next + 1;
-    return 'taken';
+    return 'turn';
   }
 
   /** Raises a source's watermark; the new minimum over the sources. */

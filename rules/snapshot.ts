@@ -347,7 +347,8 @@ export function restorePartition(
 export function afterHopSwitch(json: MetaJSON, st: PartitionState): PartitionState {
   const hop = st.hop;
   if (hop === undefined) return st;
-  const was = json.hop === undefined ? 'off' : json.hop.local;
+  // `false`: written with the hop off (no key space is `false`, not even one named "off").
+  const was = json.hop === undefined ? false : json.hop.local;
   // A checkpoint that does not say which key was local (written before it did) is taken as written alike.
   if (was !== undefined && was !== (hop.localSpace ?? null)) dropStateSentOn(st, hop);
   return st;

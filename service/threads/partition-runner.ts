@@ -373,7 +373,7 @@ export class PartitionRunner {
     if (c.kind === 'dead') return this.outputs.dead(r, c.reason, c.message);
     const d = this.state.down;
     // Its turn: judged under the rule set it names. Usually at hand: no promise then.
-    if (d !== undefined && d.isSource(c.src) && d.next[c.src] === c.n) {
+    if (d !== undefined && d.isSource(c.src) && d.turn(c.src, c.origin, c.n) === 'turn') {
       const cs = c.controlSeq;
       if (cs > this.d.control.seq) return this.hopAfterControl(r, c, cs);
       return this.hopJudged(r, c, cs);

@@ -260,7 +260,10 @@ export class WorkerPartitions {
       this.d.control.markers.remove(p);
       // The event log's partition first: its final checkpoint waits for what it sent downstream.
       checkpointed = await stopPart(own, reason);
-      if (reason !== 'released') own.sender?.close();
+      // Handed over, what it sent goes out first (its final checkpoint waited for it already,
+      // when there are checkpoints); then the sender stops, tries nothing again.
+      if (reason === 'released') await own.sender?.settled();
+      own.sender?.close();
       const spaces = await this.keySpaces.stop(own, reason);
       checkpointed &&= spaces.checkpointed;
       const labels = [String(p), ...spaces.labels];

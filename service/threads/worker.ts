@@ -233,7 +233,7 @@ class WorkerThread {
       ),
     );
     await this.queue.settled();
-    // Every partition's final checkpoint waited for its hop messages: nothing is left to acknowledge.
+    // Every partition stopped after its hop messages were stored: nothing is left to acknowledge.
     r.partitions.close();
     await this.store?.close();
     await r.control.follower.stop();

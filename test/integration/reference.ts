@@ -167,6 +167,7 @@ export async function processesCaughtUp(
   await rekeyCaughtUp(
     servers,
     procs.map((x) => x.url),
+    timeoutMs,
   );
 }
 

@@ -63,10 +63,32 @@ describe('the re-keying hop on the wire', () => {
     );
   });
 
+  it('reads lines written before numberings had origins as origin 0', () => {
+    expect(classifyHop(enc('R 3 7 2 100 90'))).toEqual({
+      kind: 'report',
+      src: 3,
+      origin: 0,
+      n: 7,
+      controlSeq: 2,
+      watermark: 100,
+      horizon: 90,
+    });
+    expect(classifyHop(enc('F 3 7 11 2 - 50 60 2\nk1{"type":"x"}'))).toMatchObject({
+      kind: 'forward',
+      src: 3,
+      origin: 0,
+      n: 7,
+      srcSeq: 11,
+      watermark: -Infinity,
+      key: 'k1',
+      text: '{"type":"x"}',
+    });
+  });
+
   it('refuses what no source wrote, saying what a message must be', () => {
     for (const bad of [
       '{"type":"payment"}',
-      'R 1 0 2 3 4',
+      'R 1 0 2 3',
       'R 1 0 2 x 4 5',
       'R 1 x 2 3 4 5',
       'F 1 0 2 3 4 5 6 7 9\nk{}',

@@ -56,6 +56,8 @@ export interface Setup {
   readonly outOfOrderMs?: number;
   /** CONTROL messages stored but not yet read by the worker. */
   readonly unread?: readonly unknown[];
+  /** A key space's partition of the re-keying hop: it reads what the sources send. */
+  readonly downstream?: string;
 }
 
 const running: PartitionRunner[] = [];
@@ -104,6 +106,7 @@ export async function setup(s: Setup = {}) {
       admitted++;
       return admit();
     },
+    ...(s.downstream === undefined ? {} : { downstream: { space: s.downstream } }),
   });
   running.push(runner);
   return {
