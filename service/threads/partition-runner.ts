@@ -1,7 +1,6 @@
 import {
   createDownstream,
   createPartition,
-  ExpiryReason,
   emptyRuleSet,
   processRecord,
   type PartitionState,
@@ -20,6 +19,7 @@ import {
 } from '../../protocol/index.js';
 import type { HopSender } from '../output/hop-sender.js';
 import { RecordOutputs, type RecordOutputsOptions } from './record-outputs.js';
+import { PartitionGauges } from './partition-gauges.js';
 
 export interface PartitionRunnerDeps extends Pick<
   RecordOutputsOptions,
@@ -66,20 +66,8 @@ export class PartitionRunner {
   /** Where what each record produced goes. */
   private readonly outputs: RecordOutputs;
 
-  // Label children resolved once: the hot path increments them per record.
-  private readonly judged;
-  private readonly lag;
-  private readonly offset;
-  private readonly watermarkLag;
-  private readonly liveKeys;
-  private readonly liveStates;
-  private readonly expired;
-  /** The partition's expiry counts already added to the counter. */
-  private readonly expiredCounted: Record<ExpiryReason, number> = {
-    window: 0,
-    suppression: 0,
-    ttl: 0,
-  };
+  /** Its gauges and counters, written every 64 records and by a timer. */
+  private readonly gauges: PartitionGauges;
 
   constructor(private readonly d: PartitionRunnerDeps) {
     this.state =
@@ -112,17 +100,9 @@ export class PartitionRunner {
       ruleSet: () => this.state.ruleSet,
       ...(d.hop === undefined ? {} : { hop: { sender: d.hop.sender } }),
     });
-    this.judged = d.metrics.events.labels({ partition: this.p, outcome: 'judged' });
-    this.lag = d.metrics.lag.labels({ partition: this.p });
-    this.offset = d.metrics.offset.labels({ partition: this.p });
-    this.watermarkLag = d.metrics.watermarkLag.labels({ partition: this.p });
-    this.liveKeys = d.metrics.liveKeys.labels({ partition: this.p });
-    this.liveStates = d.metrics.liveStates.labels({ partition: this.p });
-    this.expired = Object.values(ExpiryReason).map(
-      (reason) => [reason, d.metrics.expired.labels({ reason })] as const,
-    );
+    this.gauges = new PartitionGauges(d.metrics, this.p);
     // A restored partition may have nothing new to read: show where it stands from the start.
-    this.offset.set(this.state.offset);
+    this.gauges.offset.set(this.state.offset);
     // A key space's partition judges each event under the rule set it was read under: what it
     // has in force (when dropped lineages end) is not a rule version of its own to show.
     if (d.downstream === undefined)
@@ -133,14 +113,14 @@ export class PartitionRunner {
     const flusher = setInterval(() => {
       this.flushMetrics();
       this.outputs.flushMatches();
-      this.flushState();
+      this.gauges.flushState(this.state);
     }, 200);
     flusher.unref();
     this.done = this.run().finally(() => {
       clearInterval(flusher);
       this.flushMetrics();
       this.outputs.flushMatches();
-      this.flushState();
+      this.gauges.flushState(this.state);
     });
   }
 
@@ -264,28 +244,8 @@ export class PartitionRunner {
     const r = this.last;
     if (r === undefined || r === this.flushed) return;
     this.flushed = r;
-    this.lag.set(r.pending);
-    this.offset.set(r.seq);
-    if (Number.isFinite(this.state.watermark))
-      this.watermarkLag.set(Math.max(0, Date.now() - this.state.watermark) / 1000);
-    if (this.judgedSinceFlush > 0) this.judged.inc(this.judgedSinceFlush);
+    this.gauges.flushRecord(r, this.state.watermark, this.judgedSinceFlush);
     this.judgedSinceFlush = 0;
-  }
-
-  /** The partition's keyed state in memory, and what expired since the last flush (by the timer). */
-  private flushState(): void {
-    const st = this.state;
-    this.liveKeys.set(st.states.size + st.raw.size);
-    let states = 0;
-    for (const n of st.lineageKeys.values()) states += n;
-    this.liveStates.set(states);
-    const counted = this.expiredCounted;
-    for (const [reason, counter] of this.expired) {
-      if (st.expired[reason] > counted[reason]) {
-        counter.inc(st.expired[reason] - counted[reason]);
-        counted[reason] = st.expired[reason];
-      }
-    }
   }
 
   private handle(r: LogRecord): Promise<void> | undefined {

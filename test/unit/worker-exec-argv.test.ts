@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { withoutTsx } from '../../service/threads/worker-pool.js';
+import { withoutTsx } from '../../service/threads/worker-launch.js';
 
 // Compiled worker threads of a process started with tsx get the parent's options without it.
 
