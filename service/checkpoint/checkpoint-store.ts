@@ -213,14 +213,9 @@ export class RedisCheckpointStore implements CheckpointStore {
     return new RedisCheckpointStore(this.url, this.prefix, { space, redis: this.redis });
   }
 
-  /**
-   * The partition's meta hash, keyed-state hash and buffered-events hash: `vigil:p:<p>…` for
-   * the event log's partitions, `vigil:r:<space>:<p>…` for a key space's downstream ones.
-   */
+  /** The partition's three hashes in this view (see {@link checkpointKeys}). */
   private keys(p: number): [string, string, string] {
-    const meta =
-      this.view === undefined ? `${this.prefix}p:${p}` : `${this.prefix}r:${this.view.space}:${p}`;
-    return [meta, `${meta}:state`, `${meta}:buffer`];
+    return checkpointKeys(p, this.view?.space, this.prefix);
   }
 
   /** How log lines name the partition. */
@@ -333,4 +328,17 @@ export class RedisCheckpointStore implements CheckpointStore {
     if (this.view !== undefined) return;
     await this.redis.quit().catch(() => this.redis.disconnect());
   }
+}
+
+/**
+ * A partition's meta hash, keyed-state hash and buffered-events hash: `vigil:p:<p>…` for the
+ * event log's partitions, `vigil:r:<space>:<p>…` for key space `space`'s.
+ */
+export function checkpointKeys(
+  p: number,
+  space: string | undefined,
+  prefix = 'vigil:',
+): [meta: string, state: string, buffer: string] {
+  const meta = space === undefined ? `${prefix}p:${p}` : `${prefix}r:${space}:${p}`;
+  return [meta, `${meta}:state`, `${meta}:buffer`];
 }

@@ -5,6 +5,7 @@ import { AggregatorRegistry, Counter, Gauge, Registry } from 'prom-client';
 import { followAlertLatency } from './alert-latency.js';
 import { natsConnection } from '../../jetstream/index.js';
 import type { VigilOptions } from '../config.js';
+import { checkpointKeys } from '../checkpoint/checkpoint-store.js';
 import { capRuleLabels, RuleLabels } from './metrics.js';
 import { Streams } from '../../protocol/index.js';
 import { partitionLabel } from '../threads/partition-runner.js';
@@ -163,7 +164,7 @@ export interface StateHash {
 
 /** The checkpoint store's key of a keyed-state hash (see checkpoint-store.ts). */
 export const stateKey = ({ partition, space }: StateHash, prefix = 'vigil:'): string =>
-  space === undefined ? `${prefix}p:${partition}:state` : `${prefix}r:${space}:${partition}:state`;
+  checkpointKeys(partition, space, prefix)[1];
 
 /**
  * Process metrics reading `CONTROL` and `ALERTS` from NATS and, when checkpoints are on, state

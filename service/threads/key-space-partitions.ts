@@ -1,12 +1,5 @@
-import {
-  CheckpointLoader,
-  restoreLoaded,
-  type Checkpointer,
-  type LoadedCheckpoint,
-} from '../checkpoint/checkpointer.js';
-import { openPartition } from '../ingest/partition-open.js';
+import { CheckpointLoader, type Checkpointer } from '../checkpoint/checkpointer.js';
 import { rekeyLog } from '../ingest/partition-consumer.js';
-import { retryTransient } from '../transient.js';
 import { partitionLabel } from './partition-runner.js';
 import { stopPart, type Owned, type PartitionParts, type RunningPart } from './partition-parts.js';
 import type { PartitionStopReason } from './worker-protocol.js';
@@ -25,7 +18,7 @@ export class KeySpacePartitions {
    */
   async start(own: Owned, space: string, current: () => boolean): Promise<void> {
     const { parts } = this;
-    const { control, log, options: o } = parts.d;
+    const { control, options: o } = parts.d;
     const p = own.partition;
     if (own.dropped || !current() || own.downstreams.has(space)) return;
     const entry: RunningPart = { runner: undefined, checkpointer: undefined };
@@ -35,40 +28,18 @@ export class KeySpacePartitions {
     const checkpoints =
       store === undefined
         ? undefined
-        : {
-            loader: new CheckpointLoader(store, 1),
-            restore: (loaded: LoadedCheckpoint) =>
-              parts.inTurn(() =>
-                restoreLoaded(store, loaded, (seq) => control.follower.ruleSetAt(seq), {
-                  outOfOrderMs: 0,
-                  limits: o.limits,
-                }),
-              ),
-          };
-    const opened = await retryTransient(
-      () =>
-        openPartition({
-          partition: p,
-          nats: parts.d.nats,
-          checkpoints,
-          dropped: () => own.dropped,
-          log: rekeyLog(space, p),
-        }),
-      {
-        abandoned: () => own.dropped,
-        onRetry: (err, n, delayMs) =>
-          log(
-            'warn',
-            `partition ${p} of key space ${space}: opening it failed (${err.name}: ${err.message}, attempt ${n}); trying again in ${delayMs} ms`,
-          ),
-      },
+        : parts.restoring(store, new CheckpointLoader(store, 1), {
+            outOfOrderMs: 0,
+            limits: o.limits,
+          });
+    const opened = await parts.open(
+      own,
+      `partition ${p} of key space ${space}`,
+      checkpoints,
+      rekeyLog(space, p),
     );
     if (opened === undefined) return;
     const { source, restored } = opened;
-    if (own.dropped) {
-      await source.stop();
-      return;
-    }
     control.started(label, restored?.state.ruleSet.controlSeq ?? 0);
     let checkpointer: Checkpointer | undefined;
     const runner = parts.runner(p, source, {
@@ -87,11 +58,6 @@ export class KeySpacePartitions {
     entry.runner = runner;
     entry.checkpointer = checkpointer;
     runner.start();
-    if (restored)
-      log(
-        'info',
-        `partition ${p} of key space ${space} restored at offset ${restored.offset}: ${restored.timings.keys} keys`,
-      );
   }
 
   /**

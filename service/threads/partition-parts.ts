@@ -2,8 +2,20 @@ import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { VigilOptions } from '../config.js';
 import type { CheckpointStore } from '../checkpoint/checkpoint-store.js';
-import { Checkpointer, type CheckpointLoader } from '../checkpoint/checkpointer.js';
+import {
+  Checkpointer,
+  restoreLoaded,
+  type CheckpointLoader,
+  type LoadedCheckpoint,
+} from '../checkpoint/checkpointer.js';
 import type { EventSource } from '../ingest/event-source.js';
+import type { LogSpec } from '../ingest/partition-consumer.js';
+import {
+  openPartition,
+  type OpenedPartition,
+  type RestoredPartition,
+} from '../ingest/partition-open.js';
+import { retryTransient } from '../transient.js';
 import type { WorkerMetrics } from '../metrics/metrics.js';
 import type { HopSender } from '../output/hop-sender.js';
 import type { Publisher } from '../output/publisher.js';
@@ -62,6 +74,12 @@ export interface WorkerPartitionsDeps {
   readonly log: (level: 'info' | 'warn' | 'error', message: string) => void;
 }
 
+/** How a partition being opened reads its checkpoint (see {@link PartitionParts.restoring}). */
+export interface Restoring {
+  readonly loader: CheckpointLoader;
+  readonly restore: (loaded: LoadedCheckpoint) => Promise<RestoredPartition>;
+}
+
 /** What every runner of a worker is given alike. */
 type Shared =
   'partitions' | 'limits' | 'control' | 'alerts' | 'deadLetters' | 'metrics' | 'onRuleError';
@@ -70,7 +88,8 @@ type Shared =
 export class PartitionParts {
   /** Rule sets saved to the store, shared by the partitions' checkpointers. */
   private readonly savedRuleSets = new Map<number, Promise<void>>();
-  private restoring = Promise.resolve();
+  /** The restore in turn last (see {@link inTurn}). */
+  private lastRestore = Promise.resolve();
 
   constructor(
     readonly d: WorkerPartitionsDeps,
@@ -79,14 +98,32 @@ export class PartitionParts {
   ) {}
 
   /**
+   * How a partition whose checkpoint is in `store` reads it: through `loader`, rebuilt in turn
+   * with the rule sets of this worker's CONTROL follower.
+   */
+  restoring(
+    store: CheckpointStore,
+    loader: CheckpointLoader,
+    options: Parameters<typeof restoreLoaded>[3],
+  ): Restoring {
+    return {
+      loader,
+      restore: (loaded) =>
+        this.inTurn(() =>
+          restoreLoaded(store, loaded, (seq) => this.d.control.follower.ruleSetAt(seq), options),
+        ),
+    };
+  }
+
+  /**
    * Restores hold the thread for a while each: one at a time, with a turn of the event loop
    * between two (immediates queued together run back to back, without reading any socket), so
    * that the replies to the consumers being created, and to Redis, are read in between.
    */
-  async inTurn<T>(fn: () => Promise<T>): Promise<T> {
-    const previous = this.restoring;
+  private async inTurn<T>(fn: () => Promise<T>): Promise<T> {
+    const previous = this.lastRestore;
     let done = (): void => {};
-    this.restoring = new Promise<void>((r) => (done = r));
+    this.lastRestore = new Promise<void>((r) => (done = r));
     try {
       await previous;
       await new Promise((r) => setImmediate(r));
@@ -94,6 +131,51 @@ export class PartitionParts {
     } finally {
       done();
     }
+  }
+
+  /**
+   * Opens `own`'s partition on `log` (the event log's unless given), named `name` in log lines:
+   * its consumer and restored state. A JetStream API call that times out on a saturated machine
+   * is tried again here: crashing the thread would re-create every partition's consumer, more load
+   * on the same server. Undefined, with nothing left open, when `own` is dropped meanwhile.
+   */
+  async open(
+    own: Owned,
+    name: string,
+    checkpoints: Restoring | undefined,
+    log?: LogSpec,
+  ): Promise<OpenedPartition | undefined> {
+    const started = performance.now();
+    const opened = await retryTransient(
+      () =>
+        openPartition({
+          partition: own.partition,
+          nats: this.d.nats,
+          checkpoints,
+          dropped: () => own.dropped,
+          ...(log === undefined ? {} : { log }),
+        }),
+      {
+        abandoned: () => own.dropped,
+        onRetry: (err, n, delayMs) =>
+          this.d.log(
+            'warn',
+            `${name}: opening it failed (${err.name}: ${err.message}, attempt ${n}); trying again in ${delayMs} ms`,
+          ),
+      },
+    );
+    if (opened === undefined) return undefined;
+    const r = opened.restored;
+    if (r)
+      this.d.log(
+        'info',
+        `${name} restored at offset ${r.offset}, control sequence ${r.state.ruleSet.controlSeq}: ${r.timings.keys} keys, ${Math.round(r.timings.loadMs)} ms reading, ${Math.round(r.timings.restoreMs)} ms restoring, ${Math.round(performance.now() - started)} ms in all`,
+      );
+    if (own.dropped) {
+      await opened.source.stop();
+      return undefined;
+    }
+    return opened;
   }
 
   /** A runner of partition `partition` (of the event log or a key space's) reading `source`. */

@@ -1,20 +1,14 @@
-import {
-  restoreLoaded,
-  type Checkpointer,
-  type CheckpointLoader,
-  type LoadedCheckpoint,
-} from '../checkpoint/checkpointer.js';
-import { openPartition, type RestoredPartition } from '../ingest/partition-open.js';
+import type { Checkpointer } from '../checkpoint/checkpointer.js';
 import { HopSender, inboxTransport, type HopTransport } from '../output/hop-sender.js';
 import { partitionKeyFields, partitionOf } from '../../protocol/index.js';
 import type { RekeyOptions } from '../../rules/index.js';
-import { retryTransient } from '../transient.js';
 import { KeySpacePartitions } from './key-space-partitions.js';
 import type { PartitionRunner } from './partition-runner.js';
 import {
   PartitionParts,
   stopPart,
   type Owned,
+  type Restoring,
   type WorkerPartitionsDeps,
 } from './partition-parts.js';
 import type { PartitionGrant, PartitionStopReason } from './worker-protocol.js';
@@ -31,12 +25,7 @@ export class WorkerPartitions {
   private readonly parts: PartitionParts;
   private readonly keySpaces: KeySpacePartitions;
   /** How a partition being opened reads its checkpoint; undefined without checkpoints. */
-  private readonly checkpoints:
-    | {
-        readonly loader: CheckpointLoader;
-        readonly restore: (loaded: LoadedCheckpoint) => Promise<RestoredPartition>;
-      }
-    | undefined;
+  private readonly checkpoints: Restoring | undefined;
 
   /** With the re-keying hop on: what a partition of the event log re-keys, and where. */
   private readonly rekey: RekeyOptions | undefined;
@@ -65,17 +54,11 @@ export class WorkerPartitions {
     this.checkpoints =
       c === undefined
         ? undefined
-        : {
-            loader: c.loader,
-            restore: (loaded) =>
-              this.parts.inTurn(() =>
-                restoreLoaded(c.store, loaded, (seq) => d.control.follower.ruleSetAt(seq), {
-                  outOfOrderMs: o.outOfOrderMs,
-                  limits: o.limits,
-                  ...(this.rekey === undefined ? {} : { rekey: this.rekey }),
-                }),
-              ),
-          };
+        : this.parts.restoring(c.store, c.loader, {
+            outOfOrderMs: o.outOfOrderMs,
+            limits: o.limits,
+            ...(this.rekey === undefined ? {} : { rekey: this.rekey }),
+          });
   }
 
   /** Whether partition `p` is run (or starting) here. */
@@ -143,33 +126,10 @@ export class WorkerPartitions {
     };
     this.owned.set(p, own);
     void control.markers.add(p, () => this.owned.get(p) === own && !own.dropped);
-    const restoreStarted = performance.now();
-    const checkpoints = this.checkpoints;
-    // A JetStream API call that times out on a saturated machine is tried again here: crashing
-    // the thread would re-create every partition's consumer, more load on the same server.
-    const opened = await retryTransient(
-      () => openPartition({ partition: p, nats: d.nats, checkpoints, dropped: () => own.dropped }),
-      {
-        abandoned: () => own.dropped,
-        onRetry: (err, n, delayMs) =>
-          log(
-            'warn',
-            `partition ${p}: opening it failed (${err.name}: ${err.message}, attempt ${n}); trying again in ${delayMs} ms`,
-          ),
-      },
-    );
+    const opened = await this.parts.open(own, `partition ${p}`, this.checkpoints);
     if (opened === undefined) return;
     const { source, restored, consumerMs } = opened;
     const initialState = restored?.state;
-    if (restored)
-      log(
-        'info',
-        `partition ${p} restored at offset ${restored.offset}, control sequence ${initialState?.ruleSet.controlSeq}: ${restored.timings.keys} keys, ${Math.round(restored.timings.loadMs)} ms reading, ${Math.round(restored.timings.restoreMs)} ms restoring, ${Math.round(performance.now() - restoreStarted)} ms in all`,
-      );
-    if (own.dropped) {
-      await source.stop();
-      return;
-    }
     control.started(String(p), initialState?.ruleSet.controlSeq ?? 0);
     let checkpointer: Checkpointer | undefined;
     const sender =
