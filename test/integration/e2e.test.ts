@@ -3,7 +3,6 @@ import type { Alert } from '../../rules/index.js';
 import { type RunningService } from '../../service/index.js';
 import { partitionOf } from '../../protocol/index.js';
 import {
-  activated,
   drained,
   eventually,
   metricSum,
@@ -11,6 +10,7 @@ import {
   startTestServers,
   startTestService,
   type TestServers,
+  publishControl,
 } from './servers.js';
 
 const P = 4;
@@ -18,11 +18,7 @@ let servers: TestServers;
 let service: RunningService;
 
 /** Publishes a control message and waits until every partition has applied it. */
-async function control(m: unknown): Promise<number> {
-  const { seq } = await servers.js.publish('vigil.control', JSON.stringify(m));
-  await activated(service, seq, P);
-  return seq;
-}
+const control = (m: unknown): Promise<number> => publishControl(servers, service, P, m);
 const event = (key: string, e: Record<string, unknown>) =>
   servers.js.publish(`events.${key}`, JSON.stringify(e));
 

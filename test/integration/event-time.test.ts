@@ -5,7 +5,6 @@ import type { Alert } from '../../rules/index.js';
 import { jetStreamPartitionSource, type RunningService } from '../../service/index.js';
 import { partitionOf } from '../../protocol/index.js';
 import {
-  activated,
   drained,
   eventually,
   metricSum,
@@ -13,6 +12,7 @@ import {
   startTestServers,
   startTestService,
   type TestServers,
+  publishControl,
 } from './servers.js';
 import { TIME_RULES } from './time-rules.js';
 
@@ -27,11 +27,7 @@ let servers: TestServers;
 let service: RunningService;
 const decoder = new TextDecoder();
 
-async function control(m: unknown): Promise<number> {
-  const { seq } = await servers.js.publish('vigil.control', JSON.stringify(m));
-  await activated(service, seq, P);
-  return seq;
-}
+const control = (m: unknown): Promise<number> => publishControl(servers, service, P, m);
 const event = (key: string, e: Record<string, unknown>) =>
   servers.js.publish(`events.${key}`, JSON.stringify(e));
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

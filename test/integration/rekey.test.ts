@@ -5,13 +5,13 @@ import type { Alert } from '../../rules/index.js';
 import type { RunningService } from '../../service/index.js';
 import { partitionOf } from '../../protocol/index.js';
 import {
-  activated,
   eventually,
   metricSum,
   readStream,
   startTestServers,
   startTestService,
   type TestServers,
+  publishControl,
 } from './servers.js';
 
 /**
@@ -24,11 +24,7 @@ let servers: TestServers;
 let service: RunningService;
 const decoder = new TextDecoder();
 
-async function control(m: unknown): Promise<number> {
-  const { seq } = await servers.js.publish('vigil.control', JSON.stringify(m));
-  await activated(service, seq, P);
-  return seq;
-}
+const control = (m: unknown): Promise<number> => publishControl(servers, service, P, m);
 
 async function alerts(rule: string): Promise<Alert[]> {
   return (await readStream(servers, 'ALERTS'))

@@ -142,10 +142,17 @@ export async function replaceRules(
   partitions: number,
   rules: readonly unknown[],
 ): Promise<number> {
-  const { seq } = await servers.js.publish(
-    'vigil.control',
-    JSON.stringify({ op: 'replace-all', rules }),
-  );
+  return publishControl(servers, service, partitions, { op: 'replace-all', rules });
+}
+
+/** Publishes a control message and waits until every partition has it in force; its sequence. */
+export async function publishControl(
+  servers: TestServers,
+  service: { readonly url: string },
+  partitions: number,
+  message: unknown,
+): Promise<number> {
+  const { seq } = await servers.js.publish('vigil.control', JSON.stringify(message));
   await activated(service, seq, partitions);
   return seq;
 }
