@@ -1,4 +1,4 @@
-import type { PartitionRecord, RuleSet } from '../rules/index.js';
+import type { PartitionRecord, RuleSetAt } from '../rules/index.js';
 import { classifyRecord } from './record-class.js';
 
 /** A stored message of `EVENTS`, as a reader of the stream gets it. */
@@ -19,7 +19,7 @@ export interface StoredMessage {
 export function partitionRecord(
   m: StoredMessage,
   partitions: number,
-  ruleSetAt: (controlSeq: number) => RuleSet | undefined,
+  ruleSetAt: RuleSetAt,
   inForce: (partition: number) => number,
 ): { readonly partition: number; readonly record: PartitionRecord } | undefined {
   const p = Number(m.subject.slice(m.subject.lastIndexOf('.') + 1));

@@ -5,7 +5,7 @@ import { compileModel, isValidId, validateModel, type CompiledModel } from './mo
 import { buildRuleSet, ruleSetFromJSON, type RuleSet, type RuleSetJSON } from './rule-set.js';
 import { CONTROL_OPS, type ControlMessage, type Model, type Rule } from './types.js';
 import type { ConditionRefs } from './validate-condition.js';
-import { isObject } from './validate-json.js';
+import { isObject, objectAt } from './validate-json.js';
 import { validateRule } from './validate-rule.js';
 
 /** What a control message does to one rule's keyed state. */
@@ -198,13 +198,8 @@ function applyChange(w: Working, m: Record<string, unknown>, at: string, nested:
 }
 
 function applyMessage(w: Working, raw: unknown, at: string, nested: boolean): void {
-  if (!isObject(raw)) {
-    w.problems.push({
-      pointer: at,
-      message: 'a control message must be a JSON object with an "op"',
-    });
+  if (!objectAt(raw, at, 'a control message must be a JSON object with an "op"', w.problems))
     return;
-  }
   if (typeof raw.op !== 'string' || !OPS.has(raw.op)) {
     w.problems.push({
       pointer: pointer(at, 'op'),

@@ -4,8 +4,8 @@ import { encodeField, fieldExpiry } from './checkpoint-field.js';
 import type { LineageStateJSON } from './key-state-json.js';
 import type { KeyStates } from './keyed-states.js';
 import { decodeAllKeys, statesOf } from './keyed-access.js';
-import type { PartitionOptions, PartitionState } from './partition-state.js';
-import type { RuleSet } from './rule-set.js';
+import type { PartitionState, RestoreOptions } from './partition-state.js';
+import type { RuleSetAt } from './rule-set.js';
 import type { DownstreamJSON } from './downstream.js';
 import {
   afterHopSwitch,
@@ -292,8 +292,8 @@ function checkedLineages(
 /** Restores a partition from the parts a store holds: its last meta, buffered events and keyed-state fields. */
 export function restorePartitionParts(
   stored: StoredParts,
-  ruleSetAt: (controlSeq: number) => RuleSet | undefined,
-  options: Omit<PartitionOptions, 'partition'>,
+  ruleSetAt: RuleSetAt,
+  options: RestoreOptions,
 ): PartitionState {
   const json = parseMeta(stored.meta);
   const chunks = readChunks(stored.buffered, json.watermark ?? -Infinity);

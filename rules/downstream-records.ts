@@ -6,26 +6,20 @@
 import { InvalidReason } from './event.js';
 import { buffersHits, Downstream } from './downstream.js';
 import { bufferedHits } from './verdict.js';
-import {
-  add,
-  parseInTime,
-  type PartitionState,
-  type PartitionRecord,
-  type ProcessResult,
-} from './partition-state.js';
+import { add, parseInTime } from './partition-state.js';
+import type { PartitionRecord, PartitionState, ProcessResult } from './partition-state.js';
 import type { Host } from './partition-host.js';
 import { release } from './release.js';
 import { bufferEvent } from './lineage-use.js';
+
+/** A record a source of the hop sends a downstream partition. */
+type HopRecord = Extract<PartitionRecord, { kind: 'forward' | 'report' }>;
 
 /**
  * The partition's sources, when a message from one is taken: one naming no source is refused,
  * and one that is not its source's turn (see `source-hop.ts`) is skipped.
  */
-function turnOf(
-  st: PartitionState,
-  rec: Extract<PartitionRecord, { kind: 'forward' | 'report' }>,
-  out: ProcessResult,
-): Downstream | undefined {
+function turnOf(st: PartitionState, rec: HopRecord, out: ProcessResult): Downstream | undefined {
   const d = st.down;
   if (d !== undefined && d.isSource(rec.src)) {
     const turn = d.take(rec.src, rec.origin, rec.n);
@@ -45,27 +39,27 @@ function turnOf(
 }
 
 /**
+ * Takes one record of a source, in its turn: a forwarded event is judged, a report readies the
+ * change its source applied (with its horizon there). Both carry the source's watermark.
+ */
+export function onHopRecord(st: PartitionState, rec: HopRecord, out: ProcessResult, h: Host): void {
+  const d = turnOf(st, rec, out);
+  if (d === undefined) return;
+  if (rec.kind === 'forward') judgeForward(st, d, rec, out);
+  else d.report(rec.src, rec.ruleSet, rec.horizon);
+  advanceTo(st, d.hear(rec.src, rec.watermark), h);
+}
+
+/**
  * Judges a forwarded event under the rule set it was judged under at its source, by the rules of
  * this partition's key space. Every hit waits for the watermark, pattern or not: alerts and
  * suppression then follow event time, not the order in which the sources' records arrived.
  * Missing keys and rule errors were counted at the source and are not counted again.
  */
-export function onForward(
-  st: PartitionState,
-  rec: Extract<PartitionRecord, { kind: 'forward' }>,
-  out: ProcessResult,
-  h: Host,
-): void {
-  const d = turnOf(st, rec, out);
-  if (d === undefined) return;
-  judgeForward(st, d, rec, out);
-  advanceTo(st, d.hear(rec.src, rec.watermark), h);
-}
-
 function judgeForward(
   st: PartitionState,
   d: Downstream,
-  rec: Extract<PartitionRecord, { kind: 'forward' }>,
+  rec: Extract<HopRecord, { kind: 'forward' }>,
   out: ProcessResult,
 ): void {
   // The source judged it in time; only a forged record (or a source's bad watermark) is late here.
@@ -76,19 +70,6 @@ function judgeForward(
     buffersHits(rule, d.space, undefined),
   );
   if (hits.length > 0) bufferEvent(st, parsed, rec.srcSeq, rec.seq, rec.key, rs, hits);
-}
-
-/** Takes a source's report: its watermark, and the change it applied with its horizon there. */
-export function onReport(
-  st: PartitionState,
-  rec: Extract<PartitionRecord, { kind: 'report' }>,
-  out: ProcessResult,
-  h: Host,
-): void {
-  const d = turnOf(st, rec, out);
-  if (d === undefined) return;
-  d.report(rec.src, rec.ruleSet, rec.horizon);
-  advanceTo(st, d.hear(rec.src, rec.watermark), h);
 }
 
 /** Downstream: the watermark is the minimum of the sources'. */

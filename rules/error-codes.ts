@@ -37,6 +37,18 @@ export const ErrorCode = {
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
+/**
+ * The codes named, as a const object like `ErrorCode`: one layer's share of the catalogue, so each
+ * layer's error class takes only its own codes.
+ */
+export function codesOf<const N extends keyof typeof ErrorCode>(
+  ...names: N[]
+): { readonly [K in N]: (typeof ErrorCode)[K] } {
+  const out = {} as { [K in N]: (typeof ErrorCode)[K] };
+  for (const n of names) out[n] = ErrorCode[n];
+  return out;
+}
+
 /** What one code means for whoever meets it. */
 export interface ErrorCodeInfo {
   /** Where it is raised. */

@@ -3,7 +3,7 @@
  * retrying the same call can help (`retryable`): nothing in `rules/` does I/O, so none can.
  */
 
-import { ErrorCode } from './error-codes.js';
+import { codesOf, ERROR_CODES, ErrorCode } from './error-codes.js';
 
 /** A problem found by validation: where it is (a JSON pointer) and how to fix it. */
 export interface Problem {
@@ -14,12 +14,16 @@ export interface Problem {
 }
 
 /** Stable error codes of the rules core (from the one catalogue, `ERROR_CODES`). */
-export const RulesErrorCode = {
-  Validation: ErrorCode.Validation,
-  RuleEvaluation: ErrorCode.RuleEvaluation,
-  Snapshot: ErrorCode.Snapshot,
-} as const;
+export const RulesErrorCode = codesOf('Validation', 'RuleEvaluation', 'Snapshot');
 export type RulesErrorCode = (typeof RulesErrorCode)[keyof typeof RulesErrorCode];
+
+/** Options every Vigil error takes. */
+export interface VigilErrorOptions {
+  /** Whether trying again later can help; by default what the catalogue says of the code. */
+  readonly retryable?: boolean;
+  /** The error this one reports. */
+  readonly cause?: unknown;
+}
 
 /** Base class of every Vigil error. */
 export class VigilError extends Error {
@@ -27,14 +31,11 @@ export class VigilError extends Error {
   readonly code: ErrorCode;
   readonly retryable: boolean;
 
-  constructor(
-    code: ErrorCode,
-    message: string,
-    options: { retryable?: boolean; cause?: unknown } = {},
-  ) {
+  constructor(code: ErrorCode, message: string, options: VigilErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.code = code;
-    this.retryable = options.retryable ?? false;
+    // A code whose errors differ ('depends') is retryable only when the error says so.
+    this.retryable = options.retryable ?? ERROR_CODES[code].retryable === true;
   }
 }
 

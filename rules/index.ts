@@ -43,8 +43,9 @@ export {
   VigilError,
   pointer,
   type Problem,
+  type VigilErrorOptions,
 } from './errors.js';
-export { ERROR_CODES, ErrorCode, type ErrorCodeInfo } from './error-codes.js';
+export { codesOf, ERROR_CODES, ErrorCode, type ErrorCodeInfo } from './error-codes.js';
 export { keyCoverage, type KeyCoverage } from './key-coverage.js';
 export {
   InvalidReason,
@@ -79,6 +80,7 @@ export {
   type PartitionRecord,
   type PartitionState,
   type ProcessResult,
+  type RestoreOptions,
   type RuleError,
 } from './partition-state.js';
 export { sourceHorizon } from './downstream-records.js';
@@ -90,6 +92,7 @@ export {
   ruleSetText,
   ruleSetToJSON,
   type RuleSet,
+  type RuleSetAt,
   type RuleSetJSON,
 } from './rule-set.js';
 export {

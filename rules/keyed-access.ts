@@ -3,11 +3,9 @@
  * and decoded when first needed, the one operator view filled before an operator runs and written
  * back after it, and the removal of states and whole lineages.
  */
-import { absenceIdle } from './cep/absence.js';
 import { newKeyState, type KeyState } from './cep/host.js';
 import { isSmallWindow } from './cep/small-window.js';
-import { sequenceIdle } from './cep/sequence.js';
-import { thresholdIdle } from './cep/threshold.js';
+import { patternIdle } from './cep/operators.js';
 import type { CompiledRule } from './compile-rule.js';
 import { decodeField, fieldMayHold } from './checkpoint-field.js';
 import type { KeyStates, StateList } from './keyed-states.js';
@@ -215,15 +213,5 @@ export function keyedStateCount(st: PartitionState): number {
 }
 
 export function isIdle(rule: CompiledRule, ks: KeyState): boolean {
-  if (ks.sup !== undefined) return false;
-  switch (rule.pattern?.kind) {
-    case 'threshold':
-      return thresholdIdle(ks);
-    case 'sequence':
-      return sequenceIdle(ks);
-    case 'absence':
-      return absenceIdle(ks);
-    default:
-      return true;
-  }
+  return ks.sup === undefined && patternIdle(rule, ks);
 }

@@ -2,7 +2,7 @@ import { pointer, type Problem } from './errors.js';
 import { FORBIDDEN_NAMES } from './json-path.js';
 import type { RuleLimits } from './limits.js';
 import type { Feature, LookupModel, Model, ScorerModel } from './types.js';
-import { isObject } from './validate-json.js';
+import { isObject, nonEmptyArrayAt, objectAt } from './validate-json.js';
 
 /** A model ready to be used from conditions: scorers as `model:<id>`, lookups as `list:<id>`. */
 export type CompiledModel =
@@ -60,14 +60,9 @@ function isRange(v: unknown): v is [number, number] {
 
 function validateFeatures(model: Record<string, unknown>, at: string, problems: Problem[]): void {
   const features = model.features;
-  if (!Array.isArray(features) || features.length === 0) {
-    problems.push({
-      pointer: pointer(at, 'features'),
-      message:
-        'features must be a non-empty array of {"name", "field"?, "transform"?, "default"?, "clamp"?}',
-    });
-    return;
-  }
+  const message =
+    'features must be a non-empty array of {"name", "field"?, "transform"?, "default"?, "clamp"?}';
+  if (!nonEmptyArrayAt(features, pointer(at, 'features'), message, problems)) return;
   const names = new Set<string>();
   features.forEach((f: unknown, i) => {
     const fat = pointer(at, 'features', i);
@@ -109,13 +104,8 @@ function validateFeatures(model: Record<string, unknown>, at: string, problems: 
       });
   });
   const weights = model.weights;
-  if (!isObject(weights)) {
-    problems.push({
-      pointer: pointer(at, 'weights'),
-      message: 'weights must be an object mapping each feature name to a number',
-    });
-    return;
-  }
+  const weightsMessage = 'weights must be an object mapping each feature name to a number';
+  if (!objectAt(weights, pointer(at, 'weights'), weightsMessage, problems)) return;
   for (const name of names) {
     const w = weights[name];
     if (typeof w !== 'number' || !Number.isFinite(w))
@@ -141,13 +131,9 @@ export function validateModel(
   problems: Problem[],
 ): model is Model {
   const before = problems.length;
-  if (!isObject(model)) {
-    problems.push({
-      pointer: at,
-      message: 'a model must be an object with "id" and "kind" ("logistic", "linear" or "lookup")',
-    });
-    return false;
-  }
+  const message =
+    'a model must be an object with "id" and "kind" ("logistic", "linear" or "lookup")';
+  if (!objectAt(model, at, message, problems)) return false;
   validateIdAndDescription(model, at, problems);
   switch (model.kind) {
     case 'logistic':

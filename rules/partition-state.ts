@@ -85,6 +85,9 @@ export interface PartitionOptions {
   readonly rekey?: RekeyOptions;
 }
 
+/** What a restore takes of a partition's options: the partition comes from the checkpoint. */
+export type RestoreOptions = Omit<PartitionOptions, 'partition'>;
+
 /** A downstream partition of key space `space`, fed by `sources` source partitions. */
 export interface DownstreamOptions {
   readonly partition: number;

@@ -9,17 +9,11 @@ import { InvalidReason } from './event.js';
 import type { SourceHop } from './source-hop.js';
 import type { EventRef } from './types.js';
 import { Hits, keyOf, LazyContext, ruleVerdict, TRIGGER } from './verdict.js';
-import {
-  newResult,
-  add,
-  parseInTime,
-  type PartitionState,
-  type PartitionRecord,
-  type ProcessResult,
-} from './partition-state.js';
+import { add, newResult, parseInTime } from './partition-state.js';
+import type { PartitionRecord, PartitionState, ProcessResult } from './partition-state.js';
 import { loadState, saveState } from './keyed-access.js';
 import { hostFor, type Host } from './partition-host.js';
-import { onForward, onReport, sourceHorizon } from './downstream-records.js';
+import { onHopRecord, sourceHorizon } from './downstream-records.js';
 import { release, applyRuleSet } from './release.js';
 import { bufferEvent } from './lineage-use.js';
 
@@ -217,10 +211,8 @@ export function processRecord(st: PartitionState, rec: PartitionRecord): Process
       onTick(st, rec, out, h);
       break;
     case 'forward':
-      onForward(st, rec, out, h);
-      break;
     case 'report':
-      onReport(st, rec, out, h);
+      onHopRecord(st, rec, out, h);
       break;
   }
   const hop = st.hop;

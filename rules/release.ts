@@ -3,10 +3,10 @@
  * before each, keyed state expired, and rule sets brought into force (at an epoch marker, or
  * downstream at the point of event time a change takes force).
  */
-import { absenceEvent, absenceTimer } from './cep/absence.js';
+import { absence } from './cep/absence.js';
 import type { OperatorEvent, OperatorHost } from './cep/host.js';
-import { sequenceEvent, sequenceTimer } from './cep/sequence.js';
-import { thresholdEvent, thresholdTimer } from './cep/threshold.js';
+import { sequence } from './cep/sequence.js';
+import { threshold } from './cep/threshold.js';
 import type { CompiledRule } from './compile-rule.js';
 import type { RuleSet } from './rule-set.js';
 import type { EventRef } from './types.js';
@@ -92,10 +92,10 @@ export function applyHit(
   e.expected = (bits & EXPECTED) !== 0;
   const p = rule.pattern;
   if (p?.kind === 'threshold') {
-    if (trigger) thresholdEvent(rule, p, ks, e, h);
+    if (trigger) threshold.onEvent(rule, p, ks, e, h);
   } else if (p?.kind === 'sequence') {
-    if (trigger) sequenceEvent(rule, p, ks, e, h);
-  } else if (p?.kind === 'absence') absenceEvent(rule, p, ks, e, h);
+    if (trigger) sequence.onEvent(rule, p, ks, e, h);
+  } else if (p?.kind === 'absence') absence.onEvent(rule, p, ks, e, h);
   else if (p === undefined && trigger)
     // Downstream only: a rule with no pattern keyed to this key space alerts in event-time order.
     h.alert(rule, ks, {
@@ -122,9 +122,9 @@ export function fireTimers(st: PartitionState, upTo: number, h: OperatorHost): v
     const ks = fillView(st, k, slot);
     const p = rule.pattern;
     const emit = !rule.paused;
-    if (p?.kind === 'threshold') thresholdTimer(rule, p, ks, t.key, t.time, h, emit);
-    else if (p?.kind === 'sequence') sequenceTimer(rule, p, ks, t.key, t.time, h);
-    else if (p?.kind === 'absence') absenceTimer(rule, p, ks, t.key, t.time, h, emit);
+    if (p?.kind === 'threshold') threshold.onTimer(rule, p, ks, t.key, t.time, h, emit);
+    else if (p?.kind === 'sequence') sequence.onTimer(rule, p, ks, t.key, t.time, h, emit);
+    else if (p?.kind === 'absence') absence.onTimer(rule, p, ks, t.key, t.time, h, emit);
     saveState(st, rule, t.key, ks);
   }
 }

@@ -23,6 +23,12 @@ export interface RuleSet {
   readonly stateIds: ReadonlySet<string>;
 }
 
+/**
+ * The rule set in force after a given `CONTROL` sequence, or undefined when it is not held (a
+ * restore or a marker may name an older one than the current).
+ */
+export type RuleSetAt = (controlSeq: number) => RuleSet | undefined;
+
 const NO_RULES: readonly CompiledRule[] = Object.freeze([]);
 
 /** Builds a rule set (and its type index) from compiled rules and models. */

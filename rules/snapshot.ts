@@ -7,10 +7,10 @@ import {
   createDownstream,
   createPartition,
   type Buffered,
-  type PartitionOptions,
+  type RestoreOptions,
   type PartitionState,
 } from './partition-state.js';
-import type { RuleSet } from './rule-set.js';
+import type { RuleSet, RuleSetAt } from './rule-set.js';
 import type { CompiledRule } from './compile-rule.js';
 import { buffersHits, Downstream, type DownstreamJSON } from './downstream.js';
 import type { SourceHopJSON } from './source-hop.js';
@@ -195,8 +195,8 @@ export function snapshotPartition(st: PartitionState): Uint8Array {
 export function restoreMeta(
   json: MetaJSON,
   buffered: Iterable<BufferedJSON>,
-  ruleSetAt: (controlSeq: number) => RuleSet | undefined,
-  options: Omit<PartitionOptions, 'partition'>,
+  ruleSetAt: RuleSetAt,
+  options: RestoreOptions,
 ): PartitionState {
   if (
     json?.format !== CHECKPOINT_FORMAT &&
@@ -302,8 +302,8 @@ export function restoreMeta(
  */
 export function restorePartition(
   bytes: Uint8Array,
-  ruleSetAt: (controlSeq: number) => RuleSet | undefined,
-  options: Omit<PartitionOptions, 'partition'>,
+  ruleSetAt: RuleSetAt,
+  options: RestoreOptions,
 ): PartitionState {
   let json: PartitionJSON;
   try {

@@ -1,7 +1,8 @@
-import { absenceIdle, type AbsenceState } from './cep/absence.js';
+import type { AbsenceState } from './cep/absence.js';
 import { newKeyState } from './cep/host.js';
-import { sequenceIdle, type SequenceState } from './cep/sequence.js';
-import { thresholdIdle, type SlidingState, type TumblingState } from './cep/threshold.js';
+import { patternIdle } from './cep/operators.js';
+import type { SequenceState } from './cep/sequence.js';
+import { threshold, type SlidingState, type TumblingState } from './cep/threshold.js';
 import { isSmallWindow, type WindowArena } from './cep/small-window.js';
 import type { CompiledRule } from './compile-rule.js';
 
@@ -45,7 +46,7 @@ function naturalEnd(
     else if ((op as { k: string }).k === 's') {
       const s = op as SlidingState;
       if (s.h < s.t.length) end = (s.t[s.t.length - 1] as number) + p.windowMs;
-    } else if (!thresholdIdle(newKeyState(undefined, op))) return Infinity;
+    } else if (!threshold.idle(newKeyState(undefined, op))) return Infinity;
   }
   if (sup !== undefined) {
     // Without suppressFor (a compatible change took it away) the time suppresses nothing: it
@@ -58,12 +59,7 @@ function naturalEnd(
 
 /** Whether an operator state holds nothing worth keeping, as `rule`'s pattern reads it. */
 export function opIdle(rule: CompiledRule, op: unknown): boolean {
-  const ks = newKeyState(undefined, op);
-  return rule.pattern?.kind === 'sequence'
-    ? sequenceIdle(ks)
-    : rule.pattern?.kind === 'absence'
-      ? absenceIdle(ks)
-      : thresholdIdle(ks);
+  return patternIdle(rule, newKeyState(undefined, op));
 }
 
 /** The newest event time an operator state holds; -Infinity when it holds none. */

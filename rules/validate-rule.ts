@@ -10,7 +10,7 @@ import {
   type ConditionRefs,
   type ConditionScope,
 } from './validate-condition.js';
-import { isObject } from './validate-json.js';
+import { isObject, nonEmptyArrayAt, objectAt } from './validate-json.js';
 
 const RULE_KEYS = new Set([
   'id',
@@ -173,14 +173,9 @@ function validateSequence(
     });
   }
   const steps = p.steps;
-  if (!Array.isArray(steps) || steps.length === 0) {
-    problems.push({
-      pointer: pointer(at, 'steps'),
-      message:
-        'steps must be a non-empty array of {"name", "when"?, "on"?, "contiguity"?, "times"?}',
-    });
-    return;
-  }
+  const stepsMessage =
+    'steps must be a non-empty array of {"name", "when"?, "on"?, "contiguity"?, "times"?}';
+  if (!nonEmptyArrayAt(steps, pointer(at, 'steps'), stepsMessage, problems)) return;
   if (steps.length > limits.maxSteps)
     problems.push({
       pointer: pointer(at, 'steps'),
@@ -191,10 +186,7 @@ function validateSequence(
   const sub: ConditionScope = { ...scope, stepNames: earlier };
   steps.forEach((s: unknown, i) => {
     const sat = pointer(at, 'steps', i);
-    if (!isObject(s)) {
-      problems.push({ pointer: sat, message: 'a step must be an object with a "name"' });
-      return;
-    }
+    if (!objectAt(s, sat, 'a step must be an object with a "name"', problems)) return;
     const unknown = Object.keys(s).filter(
       (k) => !['name', 'on', 'when', 'contiguity', 'times'].includes(k),
     );
@@ -264,13 +256,8 @@ function validateSequence(
 }
 
 function validatePattern(p: unknown, at: string, scope: ConditionScope, problems: Problem[]): void {
-  if (!isObject(p)) {
-    problems.push({
-      pointer: at,
-      message: 'pattern must be an object with "kind": "threshold", "sequence" or "absence"',
-    });
-    return;
-  }
+  const kinds = 'pattern must be an object with "kind": "threshold", "sequence" or "absence"';
+  if (!objectAt(p, at, kinds, problems)) return;
   switch (p.kind) {
     case 'threshold':
       unknownKeys(
@@ -290,14 +277,9 @@ function validatePattern(p: unknown, at: string, scope: ConditionScope, problems
       unknownKeys(p, ['kind', 'within', 'expect'], at, 'an absence pattern', problems);
       validateDuration(p.within, pointer(at, 'within'), 'within', scope.limits, problems);
       const expect = p.expect;
-      if (!isObject(expect)) {
-        problems.push({
-          pointer: pointer(at, 'expect'),
-          message:
-            'expect must be an object {"on": [types], "when"?: condition} describing the event that must follow',
-        });
-        break;
-      }
+      const expectMessage =
+        'expect must be an object {"on": [types], "when"?: condition} describing the event that must follow';
+      if (!objectAt(expect, pointer(at, 'expect'), expectMessage, problems)) break;
       unknownKeys(
         expect,
         ['on', 'when'],
@@ -319,13 +301,8 @@ function validatePattern(p: unknown, at: string, scope: ConditionScope, problems
 }
 
 function validateAlert(a: unknown, at: string, limits: RuleLimits, problems: Problem[]): void {
-  if (!isObject(a)) {
-    problems.push({
-      pointer: at,
-      message: 'alert must be an object {"severity"?, "title"?, "suppressFor"?}',
-    });
-    return;
-  }
+  const alertMessage = 'alert must be an object {"severity"?, "title"?, "suppressFor"?}';
+  if (!objectAt(a, at, alertMessage, problems)) return;
   if (
     a.severity !== undefined &&
     (typeof a.severity !== 'string' || !/^[a-z0-9_-]{1,32}$/.test(a.severity))
@@ -375,10 +352,8 @@ export function validateRule(
   problems: Problem[],
 ): ValidatedRule | undefined {
   const before = problems.length;
-  if (!isObject(rule)) {
-    problems.push({ pointer: at, message: 'a rule must be an object with at least "id" and "on"' });
+  if (!objectAt(rule, at, 'a rule must be an object with at least "id" and "on"', problems))
     return undefined;
-  }
   for (const k of Object.keys(rule)) {
     if (!RULE_KEYS.has(k))
       problems.push({

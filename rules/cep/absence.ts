@@ -1,13 +1,7 @@
 import type { CompiledAbsence, CompiledRule } from '../compile-rule.js';
 import type { EventRef } from '../types.js';
-import {
-  capPending,
-  opState,
-  titleFields,
-  type KeyState,
-  type OperatorEvent,
-  type OperatorHost,
-} from './host.js';
+import { capPending, opState, titleFields } from './host.js';
+import type { KeyState, OperatorHost, PatternOperator } from './host.js';
 
 /** A trigger waiting for its expected event: it fires at `deadline` unless one arrives before. */
 export interface Pending {
@@ -36,59 +30,44 @@ function schedule(rule: CompiledRule, s: AbsenceState, key: string, host: Operat
 }
 
 /**
- * Feeds one event to an absence rule. An expected event cancels every pending trigger whose
- * deadline is still ahead of it (`[A.ts, A.ts + within)`: one at exactly the deadline is too
- * late). A trigger then starts its own wait; an event that is both first cancels, then waits.
+ * Absence: a trigger fires an alert unless an expected event arrives within `withinMs`. An expected
+ * event cancels every pending trigger whose deadline is still ahead of it (`[A.ts, A.ts + within)`:
+ * one at exactly the deadline is too late). A trigger then starts its own wait; an event that is
+ * both first cancels, then waits. The deadline timer is driven by the watermark alone.
  */
-export function absenceEvent(
-  rule: CompiledRule,
-  p: CompiledAbsence,
-  ks: KeyState,
-  e: OperatorEvent,
-  host: OperatorHost,
-): void {
-  const s = state(ks);
-  const ts = e.ref.ts;
-  if (e.expected && s.p.length > 0) s.p = s.p.filter((x) => x.deadline <= ts);
-  if (e.trigger) {
-    s.p.push({ deadline: ts + p.withinMs, ref: e.ref, f: titleFields(rule, e.event) });
-    capPending(rule, s.p, e.key, host);
-  }
-  schedule(rule, s, e.key, host);
-}
+export const absence: PatternOperator<CompiledAbsence> = {
+  onEvent(rule, p, ks, e, host) {
+    const s = state(ks);
+    const ts = e.ref.ts;
+    if (e.expected && s.p.length > 0) s.p = s.p.filter((x) => x.deadline <= ts);
+    if (e.trigger) {
+      s.p.push({ deadline: ts + p.withinMs, ref: e.ref, f: titleFields(rule, e.event) });
+      capPending(rule, s.p, e.key, host);
+    }
+    schedule(rule, s, e.key, host);
+  },
 
-/**
- * The deadline timer, driven by the watermark alone: fires for every pending trigger due by
- * `time` (silently drops them when `emit` is false: the rule was paused when they came due).
- */
-export function absenceTimer(
-  rule: CompiledRule,
-  p: CompiledAbsence,
-  ks: KeyState,
-  key: string,
-  time: number,
-  host: OperatorHost,
-  emit: boolean,
-): void {
-  const s = ks.op as AbsenceState | undefined;
-  if (s?.k !== 'a' || s.tm !== time) return;
-  s.tm = undefined;
-  while (s.p.length > 0 && (s.p[0] as Pending).deadline <= time) {
-    const due = s.p.shift() as Pending;
-    if (!emit) continue;
-    host.alert(rule, ks, {
-      key,
-      ts: due.deadline,
-      events: [due.ref],
-      values: { withinMs: p.withinMs, expected: [...p.expectTypes] },
-      idParts: `a|${due.ref.seq}`,
-      fields: due.f,
-    });
-  }
-  schedule(rule, s, key, host);
-}
+  onTimer(rule, p, ks, key, time, host, emit) {
+    const s = ks.op as AbsenceState | undefined;
+    if (s?.k !== 'a' || s.tm !== time) return;
+    s.tm = undefined;
+    while (s.p.length > 0 && (s.p[0] as Pending).deadline <= time) {
+      const due = s.p.shift() as Pending;
+      if (!emit) continue;
+      host.alert(rule, ks, {
+        key,
+        ts: due.deadline,
+        events: [due.ref],
+        values: { withinMs: p.withinMs, expected: [...p.expectTypes] },
+        idParts: `a|${due.ref.seq}`,
+        fields: due.f,
+      });
+    }
+    schedule(rule, s, key, host);
+  },
 
-export function absenceIdle(ks: KeyState): boolean {
-  const s = ks.op as AbsenceState | undefined;
-  return s === undefined || s.p.length === 0;
-}
+  idle(ks) {
+    const s = ks.op as AbsenceState | undefined;
+    return s === undefined || s.p.length === 0;
+  },
+};

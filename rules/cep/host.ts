@@ -71,6 +71,30 @@ export interface OperatorHost {
   overflow(rule: CompiledRule, key: string, dropped: number, limit: string): void;
 }
 
+/**
+ * A pattern operator (threshold, sequence, absence): what the partition calls for one rule lineage
+ * and one key. Its state lives in `KeyState.op`; it may keep nothing else between calls.
+ */
+export interface PatternOperator<P> {
+  /** One event that passed the rule's `on` and `when` (for absence: any event it must see). */
+  onEvent(rule: CompiledRule, p: P, ks: KeyState, e: OperatorEvent, host: OperatorHost): void;
+  /**
+   * A timer the operator scheduled is due: the watermark reached `time`. With `emit` false the
+   * rule is paused, and what comes due is dropped without alerts.
+   */
+  onTimer(
+    rule: CompiledRule,
+    p: P,
+    ks: KeyState,
+    key: string,
+    time: number,
+    host: OperatorHost,
+    emit: boolean,
+  ): void;
+  /** True when the key state holds nothing worth keeping. */
+  idle(ks: KeyState): boolean;
+}
+
 export interface AlertDraft {
   readonly key: string;
   readonly ts: number;

@@ -1,14 +1,8 @@
 import { evalContext } from '../compile-condition.js';
 import type { CompiledRule, CompiledSequence, CompiledStep } from '../compile-rule.js';
 import type { EventRef } from '../types.js';
-import {
-  capPending,
-  opState,
-  titleFields,
-  type KeyState,
-  type OperatorEvent,
-  type OperatorHost,
-} from './host.js';
+import { capPending, opState, titleFields } from './host.js';
+import type { KeyState, OperatorEvent, OperatorHost, PatternOperator } from './host.js';
 
 /**
  * A partial match: it has matched `c` events of step `i` (and every step before it). `kept`
@@ -132,80 +126,69 @@ function complete(
 }
 
 /**
- * Feeds one event (already past the rule's `on` and `when`) to a sequence rule. Existing partial
- * matches are tried oldest first; then the event may start a new one. `within` is half-open: an
- * event at exactly `start + within` no longer matches. After a match, the default
- * `skip-past-last-event` discards every other partial match of the key (they all began at or
- * before the match's last event); `no-skip` keeps them.
+ * Sequence: steps matched in order within `withinMs`. For each event (already past the rule's `on`
+ * and `when`), existing partial matches are tried oldest first; then the event may start a new
+ * one. `within` is half-open: an event at exactly `start + within` no longer matches. After a
+ * match, the default `skip-past-last-event` discards every other partial match of the key (they
+ * all began at or before the match's last event); `no-skip` keeps them.
  */
-export function sequenceEvent(
-  rule: CompiledRule,
-  p: CompiledSequence,
-  ks: KeyState,
-  e: OperatorEvent,
-  host: OperatorHost,
-): void {
-  const s = state(ks);
-  const ts = e.ref.ts;
-  const last = p.steps.length - 1;
-  const survivors: PartialMatch[] = [];
-  const done: PartialMatch[] = [];
-  for (const pm of s.pm) {
-    if (ts >= pm.start + p.withinMs) continue;
-    const current = p.steps[pm.i] as CompiledStep;
-    const repeat = pm.c < current.times;
-    const target = repeat ? current : p.steps[pm.i + 1];
-    if (target === undefined) continue;
-    if (stepMatches(rule, target, e, pm.kept, host)) {
-      const refs: RefNode = { ref: e.ref, prev: pm.refs };
-      const kept = keep(target, pm.kept, e);
-      const next: PartialMatch = repeat
-        ? { start: pm.start, i: pm.i, c: pm.c + 1, refs, kept }
-        : { start: pm.start, i: pm.i + 1, c: 1, refs, kept };
-      if (next.i === last && next.c === (p.steps[last] as CompiledStep).times) done.push(next);
-      else survivors.push(next);
-    } else if (!target.strict) survivors.push(pm);
-  }
-  const first = p.steps[0] as CompiledStep;
-  if (stepMatches(rule, first, e, {}, host)) {
-    const pm: PartialMatch = {
-      start: ts,
-      i: 0,
-      c: 1,
-      refs: { ref: e.ref, prev: undefined },
-      kept: keep(first, {}, e),
-    };
-    if (last === 0 && first.times === 1) done.push(pm);
-    else survivors.push(pm);
-  }
-  if (done.length > 0 && p.skipPastLast) {
-    complete(rule, p, ks, e, done[0] as PartialMatch, host);
-    s.pm = [];
-  } else {
-    for (const m of done) complete(rule, p, ks, e, m, host);
-    s.pm = survivors; // still in start order: existing matches kept their order, a new one starts now
-  }
-  capPending(rule, s.pm, e.key, host);
-  schedule(rule, p, s, e.key, host);
-}
+export const sequence: PatternOperator<CompiledSequence> = {
+  onEvent(rule, p, ks, e, host) {
+    const s = state(ks);
+    const ts = e.ref.ts;
+    const last = p.steps.length - 1;
+    const survivors: PartialMatch[] = [];
+    const done: PartialMatch[] = [];
+    for (const pm of s.pm) {
+      if (ts >= pm.start + p.withinMs) continue;
+      const current = p.steps[pm.i] as CompiledStep;
+      const repeat = pm.c < current.times;
+      const target = repeat ? current : p.steps[pm.i + 1];
+      if (target === undefined) continue;
+      if (stepMatches(rule, target, e, pm.kept, host)) {
+        const refs: RefNode = { ref: e.ref, prev: pm.refs };
+        const kept = keep(target, pm.kept, e);
+        const next: PartialMatch = repeat
+          ? { start: pm.start, i: pm.i, c: pm.c + 1, refs, kept }
+          : { start: pm.start, i: pm.i + 1, c: 1, refs, kept };
+        if (next.i === last && next.c === (p.steps[last] as CompiledStep).times) done.push(next);
+        else survivors.push(next);
+      } else if (!target.strict) survivors.push(pm);
+    }
+    const first = p.steps[0] as CompiledStep;
+    if (stepMatches(rule, first, e, {}, host)) {
+      const pm: PartialMatch = {
+        start: ts,
+        i: 0,
+        c: 1,
+        refs: { ref: e.ref, prev: undefined },
+        kept: keep(first, {}, e),
+      };
+      if (last === 0 && first.times === 1) done.push(pm);
+      else survivors.push(pm);
+    }
+    if (done.length > 0 && p.skipPastLast) {
+      complete(rule, p, ks, e, done[0] as PartialMatch, host);
+      s.pm = [];
+    } else {
+      for (const m of done) complete(rule, p, ks, e, m, host);
+      s.pm = survivors; // still in start order: existing matches kept their order, a new one starts now
+    }
+    capPending(rule, s.pm, e.key, host);
+    schedule(rule, p, s, e.key, host);
+  },
 
-/** The clean-up timer: drops partial matches whose `within` has run out. */
-export function sequenceTimer(
-  rule: CompiledRule,
-  p: CompiledSequence,
-  ks: KeyState,
-  key: string,
-  time: number,
-  host: OperatorHost,
-): void {
-  const s = ks.op as SequenceState | undefined;
-  if (s?.k !== 'q' || s.gc !== time) return;
-  s.pm = s.pm.filter((pm) => pm.start + p.withinMs > time);
-  s.gc = undefined;
-  schedule(rule, p, s, key, host);
-}
+  /** The clean-up timer: drops partial matches whose `within` has run out. */
+  onTimer(rule, p, ks, key, time, host) {
+    const s = ks.op as SequenceState | undefined;
+    if (s?.k !== 'q' || s.gc !== time) return;
+    s.pm = s.pm.filter((pm) => pm.start + p.withinMs > time);
+    s.gc = undefined;
+    schedule(rule, p, s, key, host);
+  },
 
-export function sequenceIdle(ks: KeyState): boolean {
-  const s = ks.op as SequenceState | undefined;
-  return s === undefined || s.pm.length === 0;
-}
+  idle(ks) {
+    const s = ks.op as SequenceState | undefined;
+    return s === undefined || s.pm.length === 0;
+  },
+};

@@ -1,6 +1,7 @@
 import type { CompiledRule, CompiledThreshold } from '../compile-rule.js';
 import type { EventRef } from '../types.js';
-import { titleFields, type KeyState, type OperatorEvent, type OperatorHost } from './host.js';
+import { titleFields } from './host.js';
+import type { KeyState, OperatorEvent, OperatorHost, PatternOperator } from './host.js';
 import {
   entriesBefore,
   isSmallWindow,
@@ -264,14 +265,17 @@ function onSmall(
   }
 }
 
-function onSliding(
+/** Takes one event's value into the key's window (sliding or tumbling). */
+type WindowStep = (
   rule: CompiledRule,
   p: CompiledThreshold,
   ks: KeyState,
   e: OperatorEvent,
   value: unknown,
   host: OperatorHost,
-): void {
+) => void;
+
+const onSliding: WindowStep = (rule, p, ks, e, value, host) => {
   const op = ks.op as SlidingState | SmallWindow | undefined;
   if (
     (op === undefined || (isSmallWindow(op) && host.windows.size(op) < smallWindowMax())) &&
@@ -347,7 +351,7 @@ function onSliding(
       fields: titleFields(rule, e.event),
     });
   }
-}
+};
 
 function tumblingAggregate(p: CompiledThreshold, s: TumblingState): number {
   switch (p.aggregate) {
@@ -389,14 +393,7 @@ function closeTumbling(
   });
 }
 
-function onTumbling(
-  rule: CompiledRule,
-  p: CompiledThreshold,
-  ks: KeyState,
-  e: OperatorEvent,
-  value: unknown,
-  host: OperatorHost,
-): void {
+const onTumbling: WindowStep = (rule, p, ks, e, value, host) => {
   const ts = e.ref.ts;
   const start = Math.floor(ts / p.windowMs) * p.windowMs;
   let s = ks.op as TumblingState | undefined;
@@ -430,44 +427,31 @@ function onTumbling(
     if (value < s.min) s.min = value;
     if (value > s.max) s.max = value;
   }
-}
+};
 
-/** Feeds one event to a threshold rule's keyed state. */
-export function thresholdEvent(
-  rule: CompiledRule,
-  p: CompiledThreshold,
-  ks: KeyState,
-  e: OperatorEvent,
-  host: OperatorHost,
-): void {
-  const value = readValue(p, e.event);
-  if (value instanceof UnusableValue) {
-    host.error(rule, e, value.message);
-    return;
-  }
-  if (p.tumbling) onTumbling(rule, p, ks, e, value, host);
-  else onSliding(rule, p, ks, e, value, host);
-}
+/** Threshold: an aggregate over a sliding or tumbling window of the key's events. */
+export const threshold: PatternOperator<CompiledThreshold> = {
+  onEvent(rule, p, ks, e, host) {
+    const value = readValue(p, e.event);
+    if (value instanceof UnusableValue) {
+      host.error(rule, e, value.message);
+      return;
+    }
+    if (p.tumbling) onTumbling(rule, p, ks, e, value, host);
+    else onSliding(rule, p, ks, e, value, host);
+  },
 
-/** A threshold timer: closes the tumbling window that ends at `time + 1` (silently when `emit` is false: the rule is paused). */
-export function thresholdTimer(
-  rule: CompiledRule,
-  p: CompiledThreshold,
-  ks: KeyState,
-  key: string,
-  time: number,
-  host: OperatorHost,
-  emit: boolean,
-): void {
-  const s = ks.op as TumblingState | undefined;
-  if (s?.k === 't' && s.st + p.windowMs - 1 === time)
-    closeTumbling(rule, p, ks, key, s, host, emit);
-}
+  /** Closes the tumbling window that ends at `time + 1`. */
+  onTimer(rule, p, ks, key, time, host, emit) {
+    const s = ks.op as TumblingState | undefined;
+    if (s?.k === 't' && s.st + p.windowMs - 1 === time)
+      closeTumbling(rule, p, ks, key, s, host, emit);
+  },
 
-/** True when the key state holds nothing worth keeping. */
-export function thresholdIdle(ks: KeyState): boolean {
-  const s = ks.op as SlidingState | SmallWindow | TumblingState | undefined;
-  // A small window always holds its newest entry.
-  if (isSmallWindow(s)) return false;
-  return s === undefined || (s.k === 's' && s.h >= s.t.length);
-}
+  idle(ks) {
+    const s = ks.op as SlidingState | SmallWindow | TumblingState | undefined;
+    // A small window always holds its newest entry.
+    if (isSmallWindow(s)) return false;
+    return s === undefined || (s.k === 's' && s.h >= s.t.length);
+  },
+};

@@ -11,6 +11,7 @@ import {
   type RekeyOptions,
   type RuleLimits,
   type RuleSet,
+  type RuleSetAt,
 } from '../../rules/index.js';
 import type { CheckpointStore, StoredCheckpoint } from './checkpoint-store.js';
 import { CheckpointFencedError } from './checkpoint-store.js';
@@ -315,7 +316,7 @@ export class CheckpointLoader {
 export async function restoreLoaded(
   store: CheckpointStore,
   loaded: LoadedCheckpoint,
-  ruleSetAt: (seq: number) => RuleSet | undefined,
+  ruleSetAt: RuleSetAt,
   o: {
     readonly outOfOrderMs: number;
     readonly limits: RuleLimits;
@@ -353,7 +354,7 @@ export async function restoreLoaded(
 export async function restoreCheckpoint(
   store: CheckpointStore,
   p: number,
-  ruleSetAt: (seq: number) => RuleSet | undefined,
+  ruleSetAt: RuleSetAt,
   o: { readonly outOfOrderMs: number; readonly limits: RuleLimits },
 ): Promise<{ state: PartitionState; offset: number; timings: RestoreTimings } | undefined> {
   const loaded = await loadCheckpoint(store, p);

@@ -45,6 +45,11 @@ describe('the error-code catalogue', () => {
   it('gives each layer its codes from the catalogue and its default retryability', () => {
     for (const c of [...Object.values(ServiceErrorCode), ...Object.values(ApiErrorCode)])
       expect(ERROR_CODES[c]).toBeDefined();
+    expect(ServiceErrorCode.Config).toBe('VIGIL_E_CONFIG');
+    expect(Object.keys(ApiErrorCode)).toHaveLength(13);
+    expect(new VigilError(ErrorCode.Timeout, 'x').retryable).toBe(true);
+    expect(new VigilError(ErrorCode.Timeout, 'x', { retryable: false }).retryable).toBe(false);
+    expect(new ServiceError(ServiceErrorCode.Nats, 'x').retryable).toBe(false); // 'depends'
     expect(new ServiceError(ServiceErrorCode.StreamConfig, 'x').retryable).toBe(false);
     expect(new ApiError(ApiErrorCode.Unavailable, 'x').retryable).toBe(true);
     expect(new ApiError(ApiErrorCode.Conflict, 'x').retryable).toBe(false);
