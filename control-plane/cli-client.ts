@@ -48,7 +48,7 @@ export class CliError extends VigilError {
     const code = Object.hasOwn(ERROR_CODES, String(apiCode))
       ? (apiCode as ErrorCode)
       : CODE_OF_EXIT[exitCode];
-    super(code, message, { retryable: ERROR_CODES[code].retryable === true });
+    super(code, message);
   }
 }
 

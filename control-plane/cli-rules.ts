@@ -1,15 +1,7 @@
 import { call, CliError, EXIT, type ClientSettings } from './cli-client.js';
 import { table } from './cli-format.js';
-import {
-  arg,
-  ifMatch,
-  printer,
-  readJsonFiles,
-  rulesIn,
-  when,
-  type CliIo,
-  type Flags,
-} from './cli-shared.js';
+import { arg, ifMatch, printer, readJsonFiles, rulesIn, when } from './cli-shared.js';
+import type { CliIo, Flags } from './cli-shared.js';
 import { jsonDiff } from './json-diff.js';
 
 /** `vigil rules …` */

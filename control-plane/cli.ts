@@ -5,15 +5,8 @@ import { call, CliError, clientSettings, EXIT, type ClientSettings } from './cli
 import { dlq, DLQ_OPTIONS } from './cli-dlq.js';
 import { conditionTree, table } from './cli-format.js';
 import { models, rules } from './cli-rules.js';
-import {
-  arg,
-  OPTIONS,
-  readJsonFiles,
-  rulesIn,
-  when,
-  type CliIo,
-  type Flags,
-} from './cli-shared.js';
+import { arg, OPTIONS, readJsonFiles, rulesIn, when } from './cli-shared.js';
+import type { CliIo, Flags } from './cli-shared.js';
 
 export type { CliIo } from './cli-shared.js';
 

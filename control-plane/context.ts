@@ -1,10 +1,11 @@
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
-import type { RuleSet } from '../rules/index.js';
+import type { Request, Response } from 'express';
+import type { ControlMessage, RuleSet } from '../rules/index.js';
 import type { ServiceStatus } from '../service/status.js';
 import type { ChangeRecord, ControlLog } from './control-log.js';
 import type { ControlWriter } from './control-writer.js';
-import { ApiError, ApiErrorCode } from './errors.js';
-import type { ExpectedVersion } from './http-support.js';
+import { ApiError, ApiErrorCode, notFound } from './errors.js';
+import { changeMeta, expectedVersion, type ExpectedVersion } from './http-support.js';
 import type { ControlPlaneOptions } from './options.js';
 
 /** What the route handlers share: settings, the fold of `CONTROL`, the writer, the service's pool. */
@@ -27,12 +28,33 @@ export function starting(): ApiError {
   );
 }
 
+/** Which control message made a change, and when: how every change the API shows begins. */
+export function changeStamp(r: {
+  readonly seq: number;
+  readonly at: number;
+  readonly op: string;
+}): {
+  seq: number;
+  at: string;
+  op: string;
+} {
+  return { seq: r.seq, at: new Date(r.at).toISOString(), op: r.op };
+}
+
+/** A rule's or a model's revisions; 404 naming it when it never existed. */
+export function revisionsOf<R>(
+  kind: 'rule' | 'model',
+  id: string,
+  history: readonly R[],
+): readonly R[] {
+  if (history.length === 0) throw notFound(kind, id);
+  return history;
+}
+
 /** A change's audit record as the API shows it. */
 export function changeView(r: ChangeRecord): Record<string, unknown> {
   return {
-    seq: r.seq,
-    at: new Date(r.at).toISOString(),
-    op: r.op,
+    ...changeStamp(r),
     ok: r.ok,
     ...r.meta,
     changes: r.changes,
@@ -70,5 +92,29 @@ export function checkRuleVersion(
         ? `rule "${id}" does not exist, but the change expects version ${expected}`
         : `rule "${id}" is at version ${current}, not ${expected}: it changed since you read it; get it again and reapply your change`,
       { details: { id, currentVersion: current, expectedVersion: expected } },
+    );
+}
+
+/**
+ * Writes one change of the rule or model a request names, under the request's `If-Match`: `build`
+ * gets the fold the change will land on and the version the request expects, checks the one
+ * against the other and returns the message. `reason` stands in when the request gives none.
+ */
+export function commitVersioned(
+  ctx: ApiContext,
+  req: Request,
+  res: Response,
+  what: string,
+  build: (rs: RuleSet, expected: ExpectedVersion | undefined) => ControlMessage,
+  reason?: string,
+): Promise<ChangeRecord> {
+  const expected = expectedVersion(req);
+  const meta = changeMeta(req, res);
+  return ctx
+    .writer()
+    .commit(
+      (rs) => build(rs, expected),
+      meta.reason === undefined && reason !== undefined ? { ...meta, reason } : meta,
+      what,
     );
 }

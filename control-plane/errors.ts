@@ -1,24 +1,24 @@
-import { ERROR_CODES, ErrorCode, VigilError, type Problem } from '../rules/index.js';
+import { codesOf, VigilError, type Problem, type VigilErrorOptions } from '../rules/index.js';
 
 /**
  * Stable error codes of the control plane (from the one catalogue, `ERROR_CODES` in rules/), each
  * with the HTTP status it answers with.
  */
-export const ApiErrorCode = {
-  BadRequest: ErrorCode.BadRequest,
-  Unauthorized: ErrorCode.Unauthorized,
-  Forbidden: ErrorCode.Forbidden,
-  NotFound: ErrorCode.NotFound,
-  Conflict: ErrorCode.Conflict,
-  BacktestCancelled: ErrorCode.BacktestCancelled,
-  PreconditionFailed: ErrorCode.PreconditionFailed,
-  TooLarge: ErrorCode.TooLarge,
-  UnsupportedMedia: ErrorCode.UnsupportedMedia,
-  Validation: ErrorCode.Validation,
-  Unavailable: ErrorCode.Unavailable,
-  Timeout: ErrorCode.Timeout,
-  Internal: ErrorCode.Internal,
-} as const;
+export const ApiErrorCode = codesOf(
+  'BadRequest',
+  'Unauthorized',
+  'Forbidden',
+  'NotFound',
+  'Conflict',
+  'BacktestCancelled',
+  'PreconditionFailed',
+  'TooLarge',
+  'UnsupportedMedia',
+  'Validation',
+  'Unavailable',
+  'Timeout',
+  'Internal',
+);
 export type ApiErrorCode = (typeof ApiErrorCode)[keyof typeof ApiErrorCode];
 
 /** The HTTP status of each code. */
@@ -50,16 +50,9 @@ export class ApiError extends VigilError {
   constructor(
     code: ApiErrorCode,
     message: string,
-    options: {
-      details?: Readonly<Record<string, unknown>>;
-      retryable?: boolean;
-      cause?: unknown;
-    } = {},
+    options: VigilErrorOptions & { details?: Readonly<Record<string, unknown>> } = {},
   ) {
-    super(code, message, {
-      retryable: options.retryable ?? ERROR_CODES[code].retryable === true,
-      cause: options.cause,
-    });
+    super(code, message, options);
     this.status = API_ERROR_STATUS[code];
     this.details = options.details;
   }

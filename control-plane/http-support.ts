@@ -4,9 +4,11 @@ import express, {
   type Request,
   type RequestHandler,
   type Response,
+  type Router,
 } from 'express';
 import type { ChangeMeta } from '../rules/index.js';
-import { principalOf } from './auth.js';
+import { principalOf, requireRole } from './auth.js';
+import type { Role } from './options.js';
 import { ApiError, ApiErrorCode, invalid } from './errors.js';
 
 /**
@@ -59,8 +61,22 @@ export function jsonBody(limitBytes: number): RequestHandler {
   };
 }
 
+/** A route's handler: it may be async (a rejection reaches the error handler). */
+export type RouteHandler = (req: Request, res: Response) => Promise<void> | void;
+
+/** Mounts one route that callers with at least `role` may call. */
+export function route(
+  router: Router,
+  method: 'get' | 'put' | 'post' | 'delete',
+  path: string,
+  role: Role,
+  fn: RouteHandler,
+): void {
+  router[method](path, requireRole(role), handle(fn));
+}
+
 /** Wraps an async handler so a rejection reaches the error handler. */
-export function handle(fn: (req: Request, res: Response) => Promise<void> | void): RequestHandler {
+export function handle(fn: RouteHandler): RequestHandler {
   return (req, res, next) => {
     Promise.resolve()
       .then(() => fn(req, res))

@@ -1,10 +1,9 @@
 import type { Router } from 'express';
 import { applyControl, emptyRuleSet, pointer, type RuleSet } from '../rules/index.js';
-import { requireRole } from './auth.js';
 import type { ApiContext } from './context.js';
 import { BacktestJobs, runBacktest, type BacktestJob, type BacktestRange } from './backtest.js';
 import { ApiError, ApiErrorCode, invalid, notFound } from './errors.js';
-import { handle } from './http-support.js';
+import { route } from './http-support.js';
 
 type Bound = { seq?: unknown; time?: unknown } | undefined;
 
@@ -75,109 +74,97 @@ function jobView(j: BacktestJob): Record<string, unknown> {
 /** Back-tests: start (optionally waiting for the result), progress and result, cancel. */
 export function mountBacktestRoutes(router: Router, ctx: ApiContext): BacktestJobs {
   const jobs = new BacktestJobs();
-  router.post(
-    '/backtest',
-    requireRole('write'),
-    handle(async (req, res) => {
-      const body = (req.body ?? {}) as {
-        from?: Bound;
-        to?: Bound;
-        candidate?: unknown;
-        wait?: unknown;
-        maxAlerts?: unknown;
-      };
-      const from = bound(body.from, 'from');
-      const to = bound(body.to, 'to');
-      const range: BacktestRange = {
-        ...(from.seq === undefined ? {} : { fromSeq: from.seq }),
-        ...(from.time === undefined ? {} : { fromTime: from.time }),
-        ...(to.seq === undefined ? {} : { toSeq: to.seq }),
-        ...(to.time === undefined ? {} : { toTime: to.time }),
-      };
-      const maxAlerts = body.maxAlerts ?? 1000;
-      if (
-        !Number.isSafeInteger(maxAlerts) ||
-        (maxAlerts as number) < 0 ||
-        (maxAlerts as number) > 100_000
-      )
-        throw invalid('the back-test', [
-          { pointer: '/maxAlerts', message: 'maxAlerts must be an integer from 0 to 100000' },
-        ]);
-      const candidate = candidateOf(ctx, body.candidate);
-      if (jobs.running)
-        throw new ApiError(
-          ApiErrorCode.Conflict,
-          'a back-test is running; wait for it or cancel it (DELETE /v1/backtest/<id>)',
-        );
-      const js = ctx.js();
-      const jsm = ctx.jsm();
-      const o = ctx.options;
-      const job = jobs.start((onProgress, signal) =>
-        runBacktest(
-          js,
-          jsm,
-          {
-            partitions: o.partitions,
-            outOfOrderMs: o.outOfOrderMs,
-            limits: o.limits,
-            rekey: o.rekey,
-          },
-          {
-            range,
-            ...(candidate === undefined ? {} : { candidate }),
-            maxRecords: o.maxBacktestRecords,
-            maxAlerts: maxAlerts as number,
-          },
-          onProgress,
-          signal,
-        ),
+  route(router, 'post', '/backtest', 'write', async (req, res) => {
+    const body = (req.body ?? {}) as {
+      from?: Bound;
+      to?: Bound;
+      candidate?: unknown;
+      wait?: unknown;
+      maxAlerts?: unknown;
+    };
+    const from = bound(body.from, 'from');
+    const to = bound(body.to, 'to');
+    const range: BacktestRange = {
+      ...(from.seq === undefined ? {} : { fromSeq: from.seq }),
+      ...(from.time === undefined ? {} : { fromTime: from.time }),
+      ...(to.seq === undefined ? {} : { toSeq: to.seq }),
+      ...(to.time === undefined ? {} : { toTime: to.time }),
+    };
+    const maxAlerts = body.maxAlerts ?? 1000;
+    if (
+      !Number.isSafeInteger(maxAlerts) ||
+      (maxAlerts as number) < 0 ||
+      (maxAlerts as number) > 100_000
+    )
+      throw invalid('the back-test', [
+        { pointer: '/maxAlerts', message: 'maxAlerts must be an integer from 0 to 100000' },
+      ]);
+    const candidate = candidateOf(ctx, body.candidate);
+    if (jobs.running)
+      throw new ApiError(
+        ApiErrorCode.Conflict,
+        'a back-test is running; wait for it or cancel it (DELETE /v1/backtest/<id>)',
       );
-      if (body.wait === true) {
-        // A client that hangs up cancels the run it waits for.
-        res.on('close', () => {
-          if (!res.writableFinished) job.abort.abort();
-        });
-        await job.done;
-        // A run that did not finish answers in the one error shape, the job in details, so a
-        // client that only looks at `error` sees it failed; cancelled is a conflict with the
-        // DELETE that stopped it, not a server fault.
-        if (job.status === 'cancelled')
-          throw new ApiError(
-            ApiErrorCode.BacktestCancelled,
-            `back-test ${job.id} was cancelled before it finished`,
-            { details: { job: jobView(job) } },
-          );
-        if (job.status !== 'done')
-          throw new ApiError(
-            ApiErrorCode.Internal,
-            `back-test ${job.id} failed: ${job.error ?? 'unknown error'}`,
-            { details: { job: jobView(job) } },
-          );
-        res.status(200).json(jobView(job));
-        return;
-      }
-      res.status(202).set('Location', `/v1/backtest/${job.id}`).json(jobView(job));
-    }),
-  );
-  router.get(
-    '/backtest/:id',
-    requireRole('read'),
-    handle((req, res) => {
-      const job = jobs.get(req.params.id as string);
-      if (job === undefined) throw notFound('backtest', req.params.id as string);
-      res.json(jobView(job));
-    }),
-  );
-  router.delete(
-    '/backtest/:id',
-    requireRole('write'),
-    handle(async (req, res) => {
-      const job = jobs.get(req.params.id as string);
-      if (job === undefined) throw notFound('backtest', req.params.id as string);
-      job.abort.abort();
+    const js = ctx.js();
+    const jsm = ctx.jsm();
+    const o = ctx.options;
+    const job = jobs.start((onProgress, signal) =>
+      runBacktest(
+        js,
+        jsm,
+        {
+          partitions: o.partitions,
+          outOfOrderMs: o.outOfOrderMs,
+          limits: o.limits,
+          rekey: o.rekey,
+        },
+        {
+          range,
+          ...(candidate === undefined ? {} : { candidate }),
+          maxRecords: o.maxBacktestRecords,
+          maxAlerts: maxAlerts as number,
+        },
+        onProgress,
+        signal,
+      ),
+    );
+    if (body.wait === true) {
+      // A client that hangs up cancels the run it waits for.
+      res.on('close', () => {
+        if (!res.writableFinished) job.abort.abort();
+      });
       await job.done;
-      res.json(jobView(job));
-    }),
-  );
+      // A run that did not finish answers in the one error shape, the job in details, so a
+      // client that only looks at `error` sees it failed; cancelled is a conflict with the
+      // DELETE that stopped it, not a server fault.
+      if (job.status === 'cancelled')
+        throw new ApiError(
+          ApiErrorCode.BacktestCancelled,
+          `back-test ${job.id} was cancelled before it finished`,
+          { details: { job: jobView(job) } },
+        );
+      if (job.status !== 'done')
+        throw new ApiError(
+          ApiErrorCode.Internal,
+          `back-test ${job.id} failed: ${job.error ?? 'unknown error'}`,
+          { details: { job: jobView(job) } },
+        );
+      res.status(200).json(jobView(job));
+      return;
+    }
+    res.status(202).set('Location', `/v1/backtest/${job.id}`).json(jobView(job));
+  });
+  route(router, 'get', '/backtest/:id', 'read', (req, res) => {
+    const job = jobs.get(req.params.id as string);
+    if (job === undefined) throw notFound('backtest', req.params.id as string);
+    res.json(jobView(job));
+  });
+  route(router, 'delete', '/backtest/:id', 'write', async (req, res) => {
+    const job = jobs.get(req.params.id as string);
+    if (job === undefined) throw notFound('backtest', req.params.id as string);
+    job.abort.abort();
+    await job.done;
+    res.json(jobView(job));
+  });
   return jobs;
 }

@@ -1,5 +1,5 @@
 import type { Router } from 'express';
-import { principalOf, requireRole } from './auth.js';
+import { principalOf } from './auth.js';
 import type { ApiContext } from './context.js';
 import {
   letterView,
@@ -11,7 +11,7 @@ import {
 import { DlqReader, type ReplaySelection } from './dlq-reader.js';
 import { replayLetters, replayReport, type ReplayOutcome } from './dlq-replay.js';
 import { ApiError, ApiErrorCode } from './errors.js';
-import { handle } from './http-support.js';
+import { route } from './http-support.js';
 
 /** Most full payloads one listing carries (bytes); letters past it show their preview only. */
 const PAYLOAD_BUDGET = 16 * 1024 * 1024;
@@ -92,81 +92,69 @@ export function mountDlqRoutes(
     return reader.dlq;
   };
 
-  router.get(
-    '/dlq',
-    requireRole('read'),
-    handle(async (req, res) => {
-      const q = parseListQuery(req.query as Record<string, unknown>, Date.now());
-      // A long poll ends early when the client hangs up.
-      const gone = new AbortController();
-      res.on('close', () => gone.abort());
-      const page = await nats(dlq().list(q, gone.signal));
-      if (res.destroyed) return;
-      let budget = PAYLOAD_BUDGET;
-      res.json({
-        letters: page.letters.map((l) => {
-          const withPayload = q.payload !== 'none' && l.size <= budget;
-          if (withPayload) budget -= l.size;
-          return {
-            ...letterView(l, withPayload ? q.payload : 'none'),
-            ...(q.payload !== 'none' && !withPayload ? { payloadOmitted: true } : {}),
-          };
-        }),
-        cursor: page.cursor,
-        more: page.more,
-        firstSeq: page.state.firstSeq,
-        lastSeq: page.state.lastSeq,
-      });
-    }),
-  );
+  route(router, 'get', '/dlq', 'read', async (req, res) => {
+    const q = parseListQuery(req.query as Record<string, unknown>, Date.now());
+    // A long poll ends early when the client hangs up.
+    const gone = new AbortController();
+    res.on('close', () => gone.abort());
+    const page = await nats(dlq().list(q, gone.signal));
+    if (res.destroyed) return;
+    let budget = PAYLOAD_BUDGET;
+    res.json({
+      letters: page.letters.map((l) => {
+        const withPayload = q.payload !== 'none' && l.size <= budget;
+        if (withPayload) budget -= l.size;
+        return {
+          ...letterView(l, withPayload ? q.payload : 'none'),
+          ...(q.payload !== 'none' && !withPayload ? { payloadOmitted: true } : {}),
+        };
+      }),
+      cursor: page.cursor,
+      more: page.more,
+      firstSeq: page.state.firstSeq,
+      lastSeq: page.state.lastSeq,
+    });
+  });
 
-  router.get(
-    '/dlq/stats',
-    requireRole('read'),
-    handle(async (req, res) => {
-      const now = Date.now();
-      const since = parseBound(req.query.since, 'since', now);
-      const s = await nats(dlq().stats(since));
-      res.json({
-        since:
-          since === undefined
-            ? null
-            : since.kind === 'time'
-              ? new Date(since.time).toISOString()
-              : { seq: since.seq },
-        until: new Date(now).toISOString(),
-        ...s,
-      });
-    }),
-  );
+  route(router, 'get', '/dlq/stats', 'read', async (req, res) => {
+    const now = Date.now();
+    const since = parseBound(req.query.since, 'since', now);
+    const s = await nats(dlq().stats(since));
+    res.json({
+      since:
+        since === undefined
+          ? null
+          : since.kind === 'time'
+            ? new Date(since.time).toISOString()
+            : { seq: since.seq },
+      until: new Date(now).toISOString(),
+      ...s,
+    });
+  });
 
-  router.post(
-    '/dlq/replay',
-    requireRole('write'),
-    handle(async (req, res) => {
-      const body = (req.body ?? {}) as Record<string, unknown>;
-      const sel = replaySelection(body, Date.now());
-      const dryRun = body.dryRun === true;
-      const r = dlq();
-      const { letters, missing, more, cursor } = await nats(r.select(sel));
-      const missed = missing.map((seq): ReplayOutcome => ({
-        seq,
-        outcome: 'failed',
-        error: `DLQ holds no dead letter at sequence ${seq}`,
-      }));
-      const report = replayReport(
-        [...missed, ...(await replayLetters(ctx.js(), letters, dryRun))],
-        dryRun,
-        more,
-        cursor,
+  route(router, 'post', '/dlq/replay', 'write', async (req, res) => {
+    const body = (req.body ?? {}) as Record<string, unknown>;
+    const sel = replaySelection(body, Date.now());
+    const dryRun = body.dryRun === true;
+    const r = dlq();
+    const { letters, missing, more, cursor } = await nats(r.select(sel));
+    const missed = missing.map((seq): ReplayOutcome => ({
+      seq,
+      outcome: 'failed',
+      error: `DLQ holds no dead letter at sequence ${seq}`,
+    }));
+    const report = replayReport(
+      [...missed, ...(await replayLetters(ctx.js(), letters, dryRun))],
+      dryRun,
+      more,
+      cursor,
+    );
+    if (!dryRun) {
+      const seqs = report.results.map((x) => x.seq);
+      log(
+        `dlq replay by ${principalOf(res).name} (request ${String(res.locals.requestId)}): ${report.replayed} replayed, ${report.duplicates} duplicates, ${report.failed} failed of ${report.selected} selected (DLQ ${seqs.slice(0, 20).join(',')}${seqs.length > 20 ? ',…' : ''})`,
       );
-      if (!dryRun) {
-        const seqs = report.results.map((x) => x.seq);
-        log(
-          `dlq replay by ${principalOf(res).name} (request ${String(res.locals.requestId)}): ${report.replayed} replayed, ${report.duplicates} duplicates, ${report.failed} failed of ${report.selected} selected (DLQ ${seqs.slice(0, 20).join(',')}${seqs.length > 20 ? ',…' : ''})`,
-        );
-      }
-      res.json(report);
-    }),
-  );
+    }
+    res.json(report);
+  });
 }

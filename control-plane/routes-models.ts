@@ -1,16 +1,10 @@
 import type { Request, Router } from 'express';
 import type { CompiledModel, Model } from '../rules/index.js';
-import { requireRole } from './auth.js';
-import { changeView, mustExist, type ApiContext } from './context.js';
+import { changeStamp, changeView, commitVersioned, mustExist, revisionsOf } from './context.js';
+import type { ApiContext } from './context.js';
 import type { ControlLog } from './control-log.js';
 import { ApiError, ApiErrorCode, notFound } from './errors.js';
-import {
-  changeMeta,
-  entityFromBody,
-  expectedVersion,
-  handle,
-  type ExpectedVersion,
-} from './http-support.js';
+import { entityFromBody, route, type ExpectedVersion } from './http-support.js';
 
 /** A model's version: the sequence of the last change that created or replaced it. */
 function modelVersion(log: ControlLog, id: string): number {
@@ -65,91 +59,59 @@ function modelFromBody(req: Request, id: string): Model {
  * `limits.maxLookupEntries`.
  */
 export function mountModelRoutes(router: Router, ctx: ApiContext): void {
-  router.get(
-    '/models',
-    requireRole('read'),
-    handle((_req, res) => {
-      const log = ctx.log();
-      const models = [...log.ruleSet.models]
-        .sort((a, b) => (a[0] < b[0] ? -1 : 1))
-        .map(([id, m]) => modelView(log, id, m, false));
-      res.json({ controlSeq: log.seq, models });
-    }),
-  );
+  route(router, 'get', '/models', 'read', (_req, res) => {
+    const log = ctx.log();
+    const models = [...log.ruleSet.models]
+      .sort((a, b) => (a[0] < b[0] ? -1 : 1))
+      .map(([id, m]) => modelView(log, id, m, false));
+    res.json({ controlSeq: log.seq, models });
+  });
 
-  router.get(
-    '/models/:id',
-    requireRole('read'),
-    handle((req, res) => {
-      const id = req.params.id as string;
-      const m = ctx.log().ruleSet.models.get(id);
-      if (m === undefined) throw notFound('model', id);
-      res.set('ETag', `"${modelVersion(ctx.log(), id)}"`).json(modelView(ctx.log(), id, m, true));
-    }),
-  );
+  route(router, 'get', '/models/:id', 'read', (req, res) => {
+    const id = req.params.id as string;
+    const m = ctx.log().ruleSet.models.get(id);
+    if (m === undefined) throw notFound('model', id);
+    res.set('ETag', `"${modelVersion(ctx.log(), id)}"`).json(modelView(ctx.log(), id, m, true));
+  });
 
-  router.get(
-    '/models/:id/history',
-    requireRole('read'),
-    handle((req, res) => {
-      const id = req.params.id as string;
-      const history = ctx.log().modelHistory(id);
-      if (history.length === 0) throw notFound('model', id);
-      res.json({
-        id,
-        revisions: history.map((h) => ({
-          seq: h.seq,
-          at: new Date(h.at).toISOString(),
-          op: h.op,
-          action: h.deleted ? 'deleted' : 'put',
-          ...h.meta,
-        })),
-      });
-    }),
-  );
+  route(router, 'get', '/models/:id/history', 'read', (req, res) => {
+    const id = req.params.id as string;
+    const history = revisionsOf('model', id, ctx.log().modelHistory(id));
+    res.json({
+      id,
+      revisions: history.map((h) => ({
+        ...changeStamp(h),
+        action: h.deleted ? 'deleted' : 'put',
+        ...h.meta,
+      })),
+    });
+  });
 
-  router.put(
-    '/models/:id',
-    requireRole('write'),
-    handle(async (req, res) => {
-      const id = req.params.id as string;
-      const model = modelFromBody(req, id);
-      const expected = expectedVersion(req);
-      const existed = ctx.log().ruleSet.models.has(id);
-      const record = await ctx.writer().commit(
-        () => {
-          checkModelVersion(ctx.log(), id, expected);
-          return { op: 'upsert-model', model };
-        },
-        changeMeta(req, res),
-        'the model',
-      );
-      const m = ctx.log().ruleSet.models.get(id);
-      if (m === undefined) throw notFound('model', id);
-      res
-        .status(existed ? 200 : 201)
-        .set('ETag', `"${record.seq}"`)
-        .json({ ...modelView(ctx.log(), id, m, false), change: changeView(record) });
-    }),
-  );
+  route(router, 'put', '/models/:id', 'write', async (req, res) => {
+    const id = req.params.id as string;
+    const model = modelFromBody(req, id);
+    const existed = ctx.log().ruleSet.models.has(id);
+    const record = await commitVersioned(ctx, req, res, 'the model', (_rs, expected) => {
+      checkModelVersion(ctx.log(), id, expected);
+      return { op: 'upsert-model', model };
+    });
+    const m = ctx.log().ruleSet.models.get(id);
+    if (m === undefined) throw notFound('model', id);
+    res
+      .status(existed ? 200 : 201)
+      .set('ETag', `"${record.seq}"`)
+      .json({ ...modelView(ctx.log(), id, m, false), change: changeView(record) });
+  });
 
-  router.delete(
-    '/models/:id',
-    requireRole('write'),
-    handle(async (req, res) => {
-      const id = req.params.id as string;
-      if (!ctx.log().ruleSet.models.has(id)) throw notFound('model', id);
-      const expected = expectedVersion(req);
-      const record = await ctx.writer().commit(
-        (rs) => {
-          if (!rs.models.has(id)) throw notFound('model', id);
-          checkModelVersion(ctx.log(), id, expected);
-          return { op: 'delete-model', id };
-        },
-        changeMeta(req, res),
-        `the deletion of model "${id}"`,
-      );
-      res.json({ id, deleted: true, change: changeView(record) });
-    }),
-  );
+  route(router, 'delete', '/models/:id', 'write', async (req, res) => {
+    const id = req.params.id as string;
+    if (!ctx.log().ruleSet.models.has(id)) throw notFound('model', id);
+    const what = `the deletion of model "${id}"`;
+    const record = await commitVersioned(ctx, req, res, what, (rs, expected) => {
+      if (!rs.models.has(id)) throw notFound('model', id);
+      checkModelVersion(ctx.log(), id, expected);
+      return { op: 'delete-model', id };
+    });
+    res.json({ id, deleted: true, change: changeView(record) });
+  });
 }

@@ -1,16 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import {
-  ApiError,
-  deadLetterOf,
-  letterView,
-  parseBound,
-  parseListQuery,
-  preview,
-  replayMsgId,
-  replayReport,
-  replayTarget,
-  type DeadLetter,
-} from '../../control-plane/index.js';
+import { ApiError, replayReport } from '../../control-plane/index.js';
+import * as letter from '../../control-plane/dlq-letter.js';
+import type { DeadLetter } from '../../control-plane/dlq-letter.js';
 import { letterLine } from '../../control-plane/cli-dlq.js';
 
 const enc = (s: string) => new TextEncoder().encode(s);
@@ -22,7 +13,7 @@ function stored(
   data = enc('{"amount":5}'),
   subject = 'vigil.dlq.missing-type',
 ) {
-  return deadLetterOf({ seq: 7, subject, storedAt: NOW, headers, data });
+  return letter.deadLetterOf({ seq: 7, subject, storedAt: NOW, headers, data });
 }
 
 const sinkHeaders = {
@@ -71,20 +62,20 @@ describe('dead letters: what a DLQ message says', () => {
   });
 
   it('previews a payload on one line, cut at 120 characters, and a payload that is not text by its size', () => {
-    expect(preview(enc('not json\r\n\tat all'))).toBe('not json at all');
-    expect(preview(enc(''))).toBe('');
+    expect(letter.preview(enc('not json\r\n\tat all'))).toBe('not json at all');
+    expect(letter.preview(enc(''))).toBe('');
     const long = 'é'.repeat(200);
-    expect(preview(enc(long))).toBe(`${'é'.repeat(119)}…`);
+    expect(letter.preview(enc(long))).toBe(`${'é'.repeat(119)}…`);
     // Only the start kept (a listing), cut inside a two-byte character: still text, and cut.
     const start = enc(long).slice(0, 9);
-    expect(preview(start, 400)).toBe('éééé…');
-    expect(preview(new Uint8Array([0xff, 0xfe, 0x00]))).toBe('<3 bytes, not text>');
-    expect(preview(new Uint8Array([0x61, 0xff, 0x62]), 500)).toBe('<500 bytes, not text>');
+    expect(letter.preview(start, 400)).toBe('éééé…');
+    expect(letter.preview(new Uint8Array([0xff, 0xfe, 0x00]))).toBe('<3 bytes, not text>');
+    expect(letter.preview(new Uint8Array([0x61, 0xff, 0x62]), 500)).toBe('<500 bytes, not text>');
   });
 
   it('shows a letter with its payload as text, or base64 when asked or when it is not text', () => {
     const l = stored(sinkHeaders);
-    const plain = letterView(l, 'none');
+    const plain = letter.letterView(l, 'none');
     expect(plain).toEqual({
       seq: 7,
       time: '2026-12-01T12:00:00.000Z',
@@ -95,21 +86,27 @@ describe('dead letters: what a DLQ message says', () => {
       size: 12,
       preview: '{"amount":5}',
     });
-    expect(letterView(l, 'text')).toMatchObject({ payload: '{"amount":5}', encoding: 'text' });
-    expect(letterView(l, 'base64')).toMatchObject({
+    expect(letter.letterView(l, 'text')).toMatchObject({
+      payload: '{"amount":5}',
+      encoding: 'text',
+    });
+    expect(letter.letterView(l, 'base64')).toMatchObject({
       payload: Buffer.from('{"amount":5}').toString('base64'),
       encoding: 'base64',
     });
     const binary = stored(sinkHeaders, new Uint8Array([0xc3, 0x28]));
-    expect(letterView(binary, 'text')).toMatchObject({ payload: 'wyg=', encoding: 'base64' });
+    expect(letter.letterView(binary, 'text')).toMatchObject({
+      payload: 'wyg=',
+      encoding: 'base64',
+    });
   });
 
   it('replays only letters from EVENTS with one subject, each under an id of its DLQ sequence', () => {
-    expect(replayMsgId(12)).toBe('vigil-dlq-replay-12');
-    expect(replayMsgId(12)).not.toBe(replayMsgId(13));
-    expect(replayTarget(stored(sinkHeaders))).toEqual({ ok: true, subject: 'events.k1.3' });
+    expect(letter.replayMsgId(12)).toBe('vigil-dlq-replay-12');
+    expect(letter.replayMsgId(12)).not.toBe(letter.replayMsgId(13));
+    expect(letter.replayTarget(stored(sinkHeaders))).toEqual({ ok: true, subject: 'events.k1.3' });
     const why = (h: Record<string, string>) => {
-      const t = replayTarget(stored(h));
+      const t = letter.replayTarget(stored(h));
       return t.ok ? '' : t.why;
     };
     expect(
@@ -172,24 +169,27 @@ describe('dead letters: the report of a replay', () => {
 
 describe('dead letters: the query of a listing', () => {
   it('takes a bound as a sequence, a time or a duration before now', () => {
-    expect(parseBound('42', 'since', NOW)).toEqual({ kind: 'seq', seq: 42 });
-    expect(parseBound(42, 'since', NOW)).toEqual({ kind: 'seq', seq: 42 });
-    expect(parseBound('2026-12-01T10:00:00Z', 'since', NOW)).toEqual({
+    expect(letter.parseBound('42', 'since', NOW)).toEqual({ kind: 'seq', seq: 42 });
+    expect(letter.parseBound(42, 'since', NOW)).toEqual({ kind: 'seq', seq: 42 });
+    expect(letter.parseBound('2026-12-01T10:00:00Z', 'since', NOW)).toEqual({
       kind: 'time',
       time: Date.parse('2026-12-01T10:00:00Z'),
     });
-    expect(parseBound('15m', 'since', NOW)).toEqual({ kind: 'time', time: NOW - 900_000 });
-    expect(parseBound('2d', 'since', NOW)).toEqual({ kind: 'time', time: NOW - 172_800_000 });
-    expect(parseBound('90s', 'since', NOW)).toEqual({ kind: 'time', time: NOW - 90_000 });
-    expect(parseBound(undefined, 'since', NOW)).toBeUndefined();
+    expect(letter.parseBound('15m', 'since', NOW)).toEqual({ kind: 'time', time: NOW - 900_000 });
+    expect(letter.parseBound('2d', 'since', NOW)).toEqual({
+      kind: 'time',
+      time: NOW - 172_800_000,
+    });
+    expect(letter.parseBound('90s', 'since', NOW)).toEqual({ kind: 'time', time: NOW - 90_000 });
+    expect(letter.parseBound(undefined, 'since', NOW)).toBeUndefined();
     for (const bad of ['yesterday', '1w', '-3', 'June 1', -1, 1.5, true])
-      expect(badRequest(() => parseBound(bad, 'until', NOW))).toMatch(/^until must be/);
+      expect(badRequest(() => letter.parseBound(bad, 'until', NOW))).toMatch(/^until must be/);
   });
 
   it('checks limit, payload, reason and wait, with the documented defaults', () => {
-    expect(parseListQuery({}, NOW)).toEqual({ limit: 100, payload: 'none', waitMs: 0 });
+    expect(letter.parseListQuery({}, NOW)).toEqual({ limit: 100, payload: 'none', waitMs: 0 });
     expect(
-      parseListQuery(
+      letter.parseListQuery(
         { reason: 'rule-error', rule: 'r1', after: '9', wait: '1000', limit: '0', payload: 'text' },
         NOW,
       ),
@@ -201,21 +201,25 @@ describe('dead letters: the query of a listing', () => {
       limit: 0,
       payload: 'text',
     });
-    expect(badRequest(() => parseListQuery({ limit: '1001' }, NOW))).toMatch(
+    expect(badRequest(() => letter.parseListQuery({ limit: '1001' }, NOW))).toMatch(
       /limit must be an integer from 0 to 1000/,
     );
-    expect(badRequest(() => parseListQuery({ wait: '100' }, NOW))).toMatch(/wait needs after/);
-    expect(badRequest(() => parseListQuery({ after: '1', wait: '30001' }, NOW))).toMatch(/wait/);
-    expect(badRequest(() => parseListQuery({ payload: 'raw' }, NOW))).toMatch(/payload/);
+    expect(badRequest(() => letter.parseListQuery({ wait: '100' }, NOW))).toMatch(
+      /wait needs after/,
+    );
+    expect(badRequest(() => letter.parseListQuery({ after: '1', wait: '30001' }, NOW))).toMatch(
+      /wait/,
+    );
+    expect(badRequest(() => letter.parseListQuery({ payload: 'raw' }, NOW))).toMatch(/payload/);
     for (const reason of ['a.b', 'vigil.dlq.>', '*', 'x y'])
-      expect(badRequest(() => parseListQuery({ reason }, NOW))).toMatch(/reason/);
-    expect(badRequest(() => parseListQuery({ after: '-1' }, NOW))).toMatch(/after/);
+      expect(badRequest(() => letter.parseListQuery({ reason }, NOW))).toMatch(/reason/);
+    expect(badRequest(() => letter.parseListQuery({ after: '-1' }, NOW))).toMatch(/after/);
   });
 });
 
 describe('vigil dlq tail', () => {
   it('prints one line per letter: sequence, time, reason, source, rule, error, payload', () => {
-    const view = letterView({ ...stored(sinkHeaders), ruleId: 'r1' } as DeadLetter, 'none');
+    const view = letter.letterView({ ...stored(sinkHeaders), ruleId: 'r1' } as DeadLetter, 'none');
     expect(letterLine(view)).toBe(
       '#7  2026-12-01 12:00:00Z  missing-type  events.k1.3#41  rule r1  event has no "type"  {"amount":5}',
     );
