@@ -1,5 +1,4 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Alert } from '../../rules/index.js';
 import type { RunningService } from '../../service/index.js';
 import { prng } from '../prng.js';
 import { processesCaughtUp, referenceAlertIds } from './reference.js';
@@ -7,15 +6,14 @@ import { ServiceProcess } from './service-process.js';
 import {
   activated,
   drained,
-  readStream,
   startTestServers,
   startTestService,
   type TestServers,
+  readAlerts,
 } from './servers.js';
 
 const P = 8;
 const OUT_OF_ORDER_MS = 50;
-const decoder = new TextDecoder();
 
 const RULES = [
   {
@@ -245,9 +243,7 @@ async function run(workers: number, seed: number, kill: boolean): Promise<void> 
     await service?.stop(); // flushes every alert
     service = undefined;
   }
-  const got = (await readStream(servers, 'ALERTS')).map(
-    (m) => JSON.parse(decoder.decode(m.data)) as Alert,
-  );
+  const got = await readAlerts(servers);
   const expected = await referenceAlertIds(servers, P, OUT_OF_ORDER_MS, {
     partitionKey: ['k'],
     reportEveryMs: REPORT_MS,

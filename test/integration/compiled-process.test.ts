@@ -3,9 +3,8 @@ import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Alert } from '../../rules/index.js';
 import { ServiceProcess } from './service-process.js';
-import { eventually, readStream, startTestServers, type TestServers } from './servers.js';
+import { eventually, startTestServers, type TestServers, readAlerts } from './servers.js';
 
 const root = resolve(import.meta.dirname, '../..');
 const P = 2;
@@ -59,9 +58,7 @@ describe('the service process as built (bundled dist/service/main.js and worker.
     await eventually(
       async () => {
         await s.js.publish(`events.card-${n++}`, JSON.stringify({ type: 'payment', amount: 500 }));
-        const alerts = (await readStream(s, 'ALERTS')).map(
-          (m) => JSON.parse(new TextDecoder().decode(m.data)) as Alert,
-        );
+        const alerts = await readAlerts(s);
         return alerts.some((a) => a.ruleId === 'big');
       },
       30_000,

@@ -3,7 +3,7 @@ import { resolveControlPlaneOptions, type ApiToken } from '../../control-plane/i
 import { startVigil, type RunningVigil } from '../../app/index.js';
 import type { Alert } from '../../rules/index.js';
 import { resolveOptions, type VigilOptions } from '../../service/index.js';
-import { readStream, type TestServers } from './servers.js';
+import { type TestServers, readAlerts } from './servers.js';
 
 /** Three tokens, one per role, with random secrets. */
 export function testTokens(): { read: ApiToken; write: ApiToken; admin: ApiToken } {
@@ -75,7 +75,5 @@ export async function startTestVigil(
 
 /** Every alert in `ALERTS`, in stream order. */
 export async function alertsIn(servers: TestServers): Promise<Alert[]> {
-  return (await readStream(servers, 'ALERTS')).map(
-    (m) => JSON.parse(new TextDecoder().decode(m.data)) as Alert,
-  );
+  return await readAlerts(servers);
 }

@@ -1,7 +1,6 @@
-import type { Alert } from '../../rules/index.js';
 import { prng } from '../prng.js';
 import { processesCaughtUp, referenceAlertIds } from './reference.js';
-import { readStream, type TestServers } from './servers.js';
+import { type TestServers, readAlerts } from './servers.js';
 import { ServiceProcess } from './service-process.js';
 
 export const CRASH_RULES = [
@@ -99,8 +98,6 @@ export interface CrashRunResult {
   readonly unexpected: number;
 }
 
-const decoder = new TextDecoder();
-
 /**
  * Crash trials over one growing log: each trial starts a service process, publishes a batch of
  * events while it runs, and kills it with SIGKILL at a random moment. A rule change lands while a
@@ -164,9 +161,7 @@ export async function crashRun(
   await last.ready();
   await processesCaughtUp(servers, [last], opts.partitions, 'the last process to catch up');
   await last.kill('SIGTERM'); // a clean stop flushes every alert
-  const alerts = (await readStream(servers, 'ALERTS')).map(
-    (m) => JSON.parse(decoder.decode(m.data)) as Alert,
-  );
+  const alerts = await readAlerts(servers);
   const ids = alerts.map((a) => a.id);
   const expected = await referenceAlertIds(servers, opts.partitions, opts.outOfOrderMs, REKEY);
   const got = new Set(ids);

@@ -11,6 +11,7 @@ import {
   startTestService,
   type TestServers,
   publishControl,
+  readAlerts,
 } from './servers.js';
 
 const P = 4;
@@ -23,9 +24,7 @@ const event = (key: string, e: Record<string, unknown>) =>
   servers.js.publish(`events.${key}`, JSON.stringify(e));
 
 async function alerts(): Promise<Alert[]> {
-  return (await readStream(servers, 'ALERTS')).map(
-    (m) => JSON.parse(new TextDecoder().decode(m.data)) as Alert,
-  );
+  return await readAlerts(servers);
 }
 
 async function deadLetters(): Promise<{ reason: string; error: string; body: string }[]> {

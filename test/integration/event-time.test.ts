@@ -13,6 +13,7 @@ import {
   startTestService,
   type TestServers,
   publishControl,
+  readAlerts,
 } from './servers.js';
 import { TIME_RULES } from './time-rules.js';
 
@@ -25,7 +26,6 @@ const P = 4;
 const OUT_OF_ORDER_MS = 500;
 let servers: TestServers;
 let service: RunningService;
-const decoder = new TextDecoder();
 
 const control = (m: unknown): Promise<number> => publishControl(servers, service, P, m);
 const event = (key: string, e: Record<string, unknown>) =>
@@ -33,9 +33,7 @@ const event = (key: string, e: Record<string, unknown>) =>
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function alerts(rule: string): Promise<Alert[]> {
-  return (await readStream(servers, 'ALERTS'))
-    .map((m) => JSON.parse(decoder.decode(m.data)) as Alert)
-    .filter((a) => a.ruleId === rule);
+  return (await readAlerts(servers)).filter((a) => a.ruleId === rule);
 }
 async function deadLetters(): Promise<{ reason: string; subject: string; error: string }[]> {
   return (await readStream(servers, 'DLQ')).map((m) => ({

@@ -1,6 +1,5 @@
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Alert } from '../../rules/index.js';
 import { prng } from '../prng.js';
 import { partitionOf } from '../../protocol/index.js';
 import { CRASH_RULES, REKEY, REKEY_ENV, TIGHTEN_BIG } from './crash-run.js';
@@ -11,6 +10,7 @@ import {
   readStream,
   startTestServers,
   type TestServers,
+  readAlerts,
 } from './servers.js';
 import type { ServiceProcess } from './service-process.js';
 import {
@@ -149,9 +149,7 @@ describe('ownership across processes: leases with fencing tokens', () => {
     for (let p = 0; p < P; p++)
       expect([...(markers.get(p) ?? [])].sort()).toEqual(control.map((m) => m.seq));
 
-    const ids = (await readStream(s, 'ALERTS')).map(
-      (m) => (JSON.parse(decoder.decode(m.data)) as Alert).id,
-    );
+    const ids = (await readAlerts(s)).map((a) => a.id);
     const expected = await referenceAlertIds(s, P, OUT_OF_ORDER_MS, REKEY);
     const got = new Set(ids);
     expect(expected.size, `seed ${seed}`).toBeGreaterThan(100);
@@ -181,8 +179,7 @@ describe('ownership across processes: leases with fencing tokens', () => {
     const big = async (id: string, k: string) =>
       s.js.publish(`events.${k}`, JSON.stringify({ type: 'payment', k, amount: 90, id }));
     const alertsFor = async (prefix: string): Promise<string[]> =>
-      (await readStream(s, 'ALERTS'))
-        .map((m) => JSON.parse(decoder.decode(m.data)) as Alert)
+      (await readAlerts(s))
         .filter((al) => al.ruleId === 'big' && al.events.some((e) => e.id?.startsWith(prefix)))
         .map((al) => al.id);
     await big('before-0', keys[0] ?? '');
@@ -253,9 +250,7 @@ describe('ownership across processes: leases with fencing tokens', () => {
     await publishEvents(s, random, 400, 200, base);
     await processesCaughtUp(s, [a], P, 'a to catch up', 30_000);
     await a.kill('SIGTERM');
-    const ids = (await readStream(s, 'ALERTS')).map(
-      (m) => (JSON.parse(decoder.decode(m.data)) as Alert).id,
-    );
+    const ids = (await readAlerts(s)).map((a) => a.id);
     const expected = await referenceAlertIds(s, P, OUT_OF_ORDER_MS, REKEY);
     expect(expected.size).toBeGreaterThan(100);
     expect(new Set(ids)).toEqual(expected);

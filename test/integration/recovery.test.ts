@@ -1,6 +1,5 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Alert } from '../../rules/index.js';
 import { connect } from '@nats-io/transport-node';
 import { jetstream } from '@nats-io/jetstream';
 import { startNats, startRedis } from '../../scripts/local-servers.js';
@@ -10,16 +9,15 @@ import { CRASH_RULES, crashRun, REKEY, REKEY_OPTIONS } from './crash-run.js';
 import type { ServiceProcess } from './service-process.js';
 import {
   eventually,
-  readStream,
   replaceRules,
   startTestServers,
   startTestService,
   type TestServers,
+  readAlerts,
 } from './servers.js';
 
 const P = 4;
 const OUT_OF_ORDER_MS = 50;
-const decoder = new TextDecoder();
 
 const RULES = CRASH_RULES;
 
@@ -105,9 +103,7 @@ describe('exact recovery (G3): kill -9 at random moments, restart, same alerts a
       await caughtUp(own, service, P, 30_000);
       await rekeyCaughtUp(own, service.url);
       await service.stop();
-      const ids = (await readStream(own, 'ALERTS')).map(
-        (m) => (JSON.parse(decoder.decode(m.data)) as Alert).id,
-      );
+      const ids = (await readAlerts(own)).map((a) => a.id);
       const expected = await referenceAlertIds(own, P, OUT_OF_ORDER_MS, REKEY);
       expect(expected.size).toBeGreaterThan(50);
       expect(new Set(ids)).toEqual(expected);
@@ -167,9 +163,7 @@ describe('exact recovery (G3): kill -9 at random moments, restart, same alerts a
       await caughtUp(own, service, P, 30_000);
       await rekeyCaughtUp(own, service.url);
       await service.stop();
-      const ids = (await readStream(own, 'ALERTS')).map(
-        (m) => (JSON.parse(decoder.decode(m.data)) as Alert).id,
-      );
+      const ids = (await readAlerts(own)).map((a) => a.id);
       expect(new Set(ids)).toEqual(await referenceAlertIds(own, P, OUT_OF_ORDER_MS, REKEY));
     } finally {
       await service.stop().catch(() => undefined);
@@ -244,9 +238,7 @@ describe('exact recovery (G3): kill -9 at random moments, restart, same alerts a
       await caughtUp(own, service, P, 60_000);
       await rekeyCaughtUp(own, service.url);
       await service.stop();
-      const ids = (await readStream(own, 'ALERTS')).map(
-        (m) => (JSON.parse(decoder.decode(m.data)) as Alert).id,
-      );
+      const ids = (await readAlerts(own)).map((a) => a.id);
       expect(new Set(ids)).toEqual(await referenceAlertIds(own, P, OUT_OF_ORDER_MS, REKEY));
       expect(ids.length).toBe(new Set(ids).size);
     } finally {

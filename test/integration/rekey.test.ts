@@ -12,6 +12,7 @@ import {
   startTestService,
   type TestServers,
   publishControl,
+  readAlerts,
 } from './servers.js';
 
 /**
@@ -22,14 +23,11 @@ import {
 const P = 4;
 let servers: TestServers;
 let service: RunningService;
-const decoder = new TextDecoder();
 
 const control = (m: unknown): Promise<number> => publishControl(servers, service, P, m);
 
 async function alerts(rule: string): Promise<Alert[]> {
-  return (await readStream(servers, 'ALERTS'))
-    .map((m) => JSON.parse(decoder.decode(m.data)) as Alert)
-    .filter((a) => a.ruleId === rule);
+  return (await readAlerts(servers)).filter((a) => a.ruleId === rule);
 }
 
 /** Payers on every partition. */

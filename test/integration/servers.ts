@@ -17,6 +17,7 @@ import {
 } from '../../service/index.js';
 import { startNats, startRedis, type ServerHandle } from '../../scripts/local-servers.js';
 import { storedAtMs } from '../../protocol/index.js';
+import type { Alert } from '../../rules/index.js';
 
 /** Real servers for one test file: nats-server (and redis-server) on random ports, data in a temp folder. */
 export interface TestServers {
@@ -183,27 +184,19 @@ export async function drained(
   );
 }
 
+/** A message of a stream as the tests read it. */
+export interface StoredRecord {
+  readonly seq: number;
+  readonly subject: string;
+  readonly data: Uint8Array;
+  readonly storedAt: number;
+  readonly headers: Record<string, string>;
+}
+
 /** Every message of a stream, in order. */
-export async function readStream(
-  servers: TestServers,
-  stream: string,
-): Promise<
-  {
-    seq: number;
-    subject: string;
-    data: Uint8Array;
-    storedAt: number;
-    headers: Record<string, string>;
-  }[]
-> {
+export async function readStream(servers: TestServers, stream: string): Promise<StoredRecord[]> {
   const info = await servers.jsm.streams.info(stream);
-  const out: {
-    seq: number;
-    subject: string;
-    data: Uint8Array;
-    storedAt: number;
-    headers: Record<string, string>;
-  }[] = [];
+  const out: StoredRecord[] = [];
   if (info.state.messages === 0) return out;
   const consumer = await servers.js.consumers.get(stream);
   const messages = await consumer.consume();
@@ -221,4 +214,11 @@ export async function readStream(
   }
   await messages.close();
   return out;
+}
+
+/** Every alert in `ALERTS`, in order. */
+export async function readAlerts(servers: TestServers): Promise<Alert[]> {
+  const decoder = new TextDecoder();
+  const records = await readStream(servers, 'ALERTS');
+  return records.map((m) => JSON.parse(decoder.decode(m.data)) as Alert);
 }

@@ -1,6 +1,5 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Alert } from '../../rules/index.js';
 import { type RunningService } from '../../service/index.js';
 import { startRedis, type ServerHandle } from '../../scripts/local-servers.js';
 import {
@@ -11,6 +10,7 @@ import {
   startTestServers,
   startTestService,
   type TestServers,
+  readAlerts,
 } from './servers.js';
 import { TIME_RULES } from './time-rules.js';
 
@@ -24,7 +24,6 @@ const P = 2;
 let servers: TestServers;
 let service: RunningService;
 let redis: ServerHandle | undefined;
-const decoder = new TextDecoder();
 
 const ticks = async (): Promise<number> =>
   (await readStream(servers, 'EVENTS')).filter((m) => m.subject.startsWith('events._tick.')).length;
@@ -88,11 +87,7 @@ describe('ticks and a stalled reader (real nats-server and redis-server)', () =>
     await drained(servers, service, 60_000);
     await eventually(
       async () => {
-        const ids = new Set(
-          (await readStream(servers, 'ALERTS')).map(
-            (m) => (JSON.parse(decoder.decode(m.data)) as Alert).events[0]?.id,
-          ),
-        );
+        const ids = new Set((await readAlerts(servers)).map((a) => a.events[0]?.id));
         return sent.every((id) => ids.has(id));
       },
       20_000,

@@ -4,11 +4,11 @@ import type { RunningService } from '../../service/index.js';
 import {
   eventually,
   metricSum,
-  readStream,
   replaceRules,
   startTestServers,
   startTestService,
   type TestServers,
+  readAlerts,
 } from './servers.js';
 
 /**
@@ -28,9 +28,7 @@ async function metrics(): Promise<string> {
 }
 
 async function alerts(): Promise<Alert[]> {
-  return (await readStream(servers, 'ALERTS')).map(
-    (m) => JSON.parse(new TextDecoder().decode(m.data)) as Alert,
-  );
+  return await readAlerts(servers);
 }
 
 beforeAll(async () => {
