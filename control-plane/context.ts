@@ -108,13 +108,13 @@ export function commitVersioned(
   build: (rs: RuleSet, expected: ExpectedVersion | undefined) => ControlMessage,
   reason?: string,
 ): Promise<ChangeRecord> {
+  // In this order, as the routes did before: a bad If-Match (400) before a starting API (503).
   const expected = expectedVersion(req);
+  const writer = ctx.writer();
   const meta = changeMeta(req, res);
-  return ctx
-    .writer()
-    .commit(
-      (rs) => build(rs, expected),
-      meta.reason === undefined && reason !== undefined ? { ...meta, reason } : meta,
-      what,
-    );
+  return writer.commit(
+    (rs) => build(rs, expected),
+    meta.reason === undefined && reason !== undefined ? { ...meta, reason } : meta,
+    what,
+  );
 }

@@ -90,8 +90,9 @@ export function mountModelRoutes(router: Router, ctx: ApiContext): void {
   route(router, 'put', '/models/:id', 'write', async (req, res) => {
     const id = req.params.id as string;
     const model = modelFromBody(req, id);
-    const existed = ctx.log().ruleSet.models.has(id);
-    const record = await commitVersioned(ctx, req, res, 'the model', (_rs, expected) => {
+    let existed = false;
+    const record = await commitVersioned(ctx, req, res, 'the model', (rs, expected) => {
+      existed = rs.models.has(id);
       checkModelVersion(ctx.log(), id, expected);
       return { op: 'upsert-model', model };
     });

@@ -5,7 +5,7 @@
  */
 import { newKeyState, type KeyState } from './cep/host.js';
 import { isSmallWindow } from './cep/small-window.js';
-import { patternIdle } from './cep/operators.js';
+import { patternIdle } from './cep/pattern-operators.js';
 import type { CompiledRule } from './compile-rule.js';
 import { decodeField, fieldMayHold } from './checkpoint-field.js';
 import type { KeyStates, StateList } from './keyed-states.js';

@@ -1,6 +1,6 @@
 import type { AbsenceState } from './cep/absence.js';
 import { newKeyState } from './cep/host.js';
-import { patternIdle } from './cep/operators.js';
+import { patternIdle } from './cep/pattern-operators.js';
 import type { SequenceState } from './cep/sequence.js';
 import { threshold, type SlidingState, type TumblingState } from './cep/threshold.js';
 import { isSmallWindow, type WindowArena } from './cep/small-window.js';

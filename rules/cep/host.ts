@@ -73,7 +73,7 @@ export interface OperatorHost {
 
 /**
  * A pattern operator (threshold, sequence, absence): what the partition calls for one rule lineage
- * and one key. Its state lives in `KeyState.op`; it may keep nothing else between calls.
+ * and one key. Its state lives in `KeyState.op` (a small window's entries in `host.windows`).
  */
 export interface PatternOperator<P> {
   /** One event that passed the rule's `on` and `when` (for absence: any event it must see). */
