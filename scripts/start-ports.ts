@@ -1,12 +1,21 @@
 import { createServer } from 'node:net';
 
-/** What listens on a port `npm start` needs. */
-export const PortUser = {
-  nats: 'nats-server',
-  redis: 'redis-server',
-  http: "the service's HTTP server",
+/**
+ * The servers `npm start` starts unless told to use one it does not: what each is, its port when
+ * nothing moves it (the README's and the CLI's), the variable that moves the port and the one that
+ * names a server to use instead.
+ */
+export const START_SERVERS = {
+  nats: { user: 'nats-server', port: 4222, env: 'VIGIL_NATS_PORT', urlEnv: 'NATS_URL' },
+  redis: { user: 'redis-server', port: 6379, env: 'VIGIL_REDIS_PORT', urlEnv: 'REDIS_URL' },
 } as const;
-export type PortUser = (typeof PortUser)[keyof typeof PortUser];
+
+/** What listens on the service's HTTP port. */
+export const HTTP_PORT_USER = "the service's HTTP server";
+
+/** What listens on a port `npm start` needs. */
+export type PortUser =
+  (typeof START_SERVERS)[keyof typeof START_SERVERS]['user'] | typeof HTTP_PORT_USER;
 
 /** A port `npm start` will listen on, and the setting that moves it. */
 export interface PortPlan {
@@ -19,12 +28,6 @@ export interface PortPlan {
   /** Another way out, said after the setting (e.g. "use the server already there"). */
   readonly otherwise?: string;
 }
-
-/** Ports of the servers `npm start` starts, when nothing moves them: those of the README and the CLI. */
-export const DEFAULT_START_PORTS = { nats: 4222, redis: 6379 } as const;
-
-/** The environment variables that move the ports of the servers `npm start` starts. */
-export const START_PORT_ENV = { nats: 'VIGIL_NATS_PORT', redis: 'VIGIL_REDIS_PORT' } as const;
 
 /**
  * The ports `npm start` will listen on: nats-server's and redis-server's when it starts them
@@ -50,24 +53,21 @@ export function startPorts(
     return n;
   };
   const plans: PortPlan[] = [];
-  if (opts.startNats)
-    plans.push({
-      user: PortUser.nats,
-      host: '127.0.0.1',
-      port: portOf(START_PORT_ENV.nats, DEFAULT_START_PORTS.nats),
-      env: START_PORT_ENV.nats,
-      otherwise: 'or NATS_URL to use a nats-server you run',
-    });
-  if (opts.startRedis)
-    plans.push({
-      user: PortUser.redis,
-      host: '127.0.0.1',
-      port: portOf(START_PORT_ENV.redis, DEFAULT_START_PORTS.redis),
-      env: START_PORT_ENV.redis,
-      otherwise: 'or REDIS_URL to use a redis-server you run',
-    });
+  const started = [
+    [opts.startNats, START_SERVERS.nats],
+    [opts.startRedis, START_SERVERS.redis],
+  ] as const;
+  for (const [start, s] of started)
+    if (start)
+      plans.push({
+        user: s.user,
+        host: '127.0.0.1',
+        port: portOf(s.env, s.port),
+        env: s.env,
+        otherwise: `or ${s.urlEnv} to use a ${s.user} you run`,
+      });
   plans.push({
-    user: PortUser.http,
+    user: HTTP_PORT_USER,
     host: opts.httpHost,
     port: opts.httpPort,
     env: 'VIGIL_HTTP_PORT',

@@ -28,7 +28,8 @@ import {
   type NatsUsers,
   type ServerHandle,
 } from './local-servers.js';
-import { portRefusals, PortUser, startPorts, type PortPlan } from './start-ports.js';
+import { portRefusals, START_SERVERS, startPorts } from './start-ports.js';
+import type { PortPlan, PortUser } from './start-ports.js';
 import { followAlerts, publishDemoRules, startDemoProducer } from './demo.js';
 import {
   API_ENV,
@@ -177,7 +178,7 @@ async function main(): Promise<void> {
     const nats = await startNats({
       dataDir: resolve('.vigil/nats'),
       partitions: base.partitions,
-      port: portOf(PortUser.nats),
+      port: portOf(START_SERVERS.nats.user),
       ...(users === undefined ? {} : { users }),
     });
     servers.push(nats);
@@ -197,7 +198,7 @@ async function main(): Promise<void> {
   if (redisUrl === undefined) {
     const redis = await startRedis({
       dataDir: resolve('.vigil/redis'),
-      port: portOf(PortUser.redis),
+      port: portOf(START_SERVERS.redis.user),
     });
     servers.push(redis);
     redisUrl = redis.url;

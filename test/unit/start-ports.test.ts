@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import {
-  DEFAULT_START_PORTS,
+  HTTP_PORT_USER,
   portRefusal,
-  PortUser,
+  START_SERVERS,
   startPorts,
   type PortPlan,
 } from '../../scripts/start-ports.js';
@@ -15,9 +15,9 @@ describe('startPorts: the ports npm start checks before it starts anything', () 
     const { plans, problems } = startPorts({}, both);
     expect(problems).toEqual([]);
     expect(plans.map((p) => [p.user, p.host, p.port, p.env])).toEqual([
-      [PortUser.nats, '127.0.0.1', DEFAULT_START_PORTS.nats, 'VIGIL_NATS_PORT'],
-      [PortUser.redis, '127.0.0.1', DEFAULT_START_PORTS.redis, 'VIGIL_REDIS_PORT'],
-      [PortUser.http, '127.0.0.1', 8080, 'VIGIL_HTTP_PORT'],
+      [START_SERVERS.nats.user, '127.0.0.1', 4222, 'VIGIL_NATS_PORT'],
+      [START_SERVERS.redis.user, '127.0.0.1', 6379, 'VIGIL_REDIS_PORT'],
+      [HTTP_PORT_USER, '127.0.0.1', 8080, 'VIGIL_HTTP_PORT'],
     ]);
   });
 
@@ -33,7 +33,7 @@ describe('startPorts: the ports npm start checks before it starts anything', () 
 
   it('leaves out the servers it does not start (NATS_URL, REDIS_URL set)', () => {
     const { plans } = startPorts({}, { startNats: false, startRedis: false, ...http });
-    expect(plans.map((p) => p.user)).toEqual([PortUser.http]);
+    expect(plans.map((p) => p.user)).toEqual([HTTP_PORT_USER]);
   });
 
   it('reports a port that is not a number, naming the variable', () => {
@@ -58,7 +58,7 @@ describe('startPorts: the ports npm start checks before it starts anything', () 
 
 describe('portRefusal', () => {
   const nats: PortPlan = {
-    user: PortUser.nats,
+    user: START_SERVERS.nats.user,
     host: '127.0.0.1',
     port: 4222,
     env: 'VIGIL_NATS_PORT',
