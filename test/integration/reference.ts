@@ -13,7 +13,7 @@ import {
   partitionRecord,
 } from '../../protocol/index.js';
 import type { RunningService } from '../../service/index.js';
-import { eventually, readStream, type TestServers } from './servers.js';
+import { eventually, partitionGauge, readStream, type TestServers } from './servers.js';
 
 /** A downstream partition's record before its log gives it a position. */
 type HopRecord =
@@ -181,13 +181,8 @@ export async function caughtUp(
   const heads = await partitionHeads(servers, partitions);
   await eventually(
     async () => {
-      const lines = (await (await fetch(`${service.url}/metrics`)).text()).split('\n');
-      return heads.every((h, p) => {
-        const line = lines.find((l) => l.startsWith(`vigil_partition_offset{partition="${p}"}`));
-        return (
-          h === 0 || (line !== undefined && Number(line.slice(line.lastIndexOf(' ') + 1)) >= h)
-        );
-      });
+      const offsets = await partitionGauge(service, 'vigil_partition_offset', partitions);
+      return heads.every((h, p) => (offsets[p] ?? 0) >= h);
     },
     timeoutMs,
     'every partition to catch up',

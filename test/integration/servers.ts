@@ -110,6 +110,19 @@ export async function eventually(
   }
 }
 
+/** A per-partition gauge of a service's `/metrics`, partition by partition (undefined: not exported). */
+export async function partitionGauge(
+  service: { readonly url: string },
+  name: string,
+  partitions: number,
+): Promise<(number | undefined)[]> {
+  const lines = (await (await fetch(`${service.url}/metrics`)).text()).split('\n');
+  return Array.from({ length: partitions }, (_, p) => {
+    const line = lines.find((l) => l.startsWith(`${name}{partition="${p}"}`));
+    return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(' ') + 1));
+  });
+}
+
 /** Waits until every partition has applied control sequence `seq` (its marker has been read). */
 export async function activated(
   service: { readonly url: string },
@@ -118,16 +131,10 @@ export async function activated(
   timeoutMs = 10_000,
 ): Promise<void> {
   await eventually(
-    async () => {
-      const text = await (await fetch(`${service.url}/metrics`)).text();
-      for (let p = 0; p < partitions; p++) {
-        const line = text
-          .split('\n')
-          .find((l) => l.startsWith(`vigil_control_seq_applied{partition="${p}"}`));
-        if (line === undefined || Number(line.slice(line.lastIndexOf(' ') + 1)) < seq) return false;
-      }
-      return true;
-    },
+    async () =>
+      (await partitionGauge(service, 'vigil_control_seq_applied', partitions)).every(
+        (applied) => applied !== undefined && applied >= seq,
+      ),
     timeoutMs,
     `control sequence ${seq} to be applied on every partition`,
   );

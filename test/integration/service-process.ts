@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { resolve } from 'node:path';
-import { eventually, type TestServers } from './servers.js';
+import { eventually, partitionGauge, type TestServers } from './servers.js';
 
 const root = resolve(import.meta.dirname, '../..');
 
@@ -68,12 +68,7 @@ export class ServiceProcess {
 
   /** EVENTS sequence each partition has processed, from /metrics. */
   async offsets(): Promise<number[]> {
-    const text = await (await fetch(`${this.url}/metrics`)).text();
-    return Array.from({ length: this.partitions }, (_, p) => {
-      const line = text
-        .split('\n')
-        .find((l) => l.startsWith(`vigil_partition_offset{partition="${p}"}`));
-      return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(' ') + 1));
-    });
+    const offsets = await partitionGauge(this, 'vigil_partition_offset', this.partitions);
+    return offsets.map((o) => o ?? 0);
   }
 }
